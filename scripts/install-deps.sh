@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Pagoda builds and tests with (see docs/dependencies in
+# ../shared/DEPENDENCIES.md). Idempotent: quiet and fast when everything is present.
+set -euo pipefail
+
+PKGS=(
+  g++ cmake ninja-build pkg-config make
+  libboost1.81-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
+  libspdlog-dev libfmt-dev libdnnl-dev ocl-icd-opencl-dev libhwy-dev
+  libpcre2-dev libutf8proc-dev libsqlite3-dev libsqlitecpp-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
+  clang-14 libclang-rt-14-dev
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+
+echo "install-deps: installing ${#missing[@]} package(s): ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
