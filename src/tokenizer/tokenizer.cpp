@@ -1,0 +1,246 @@
+#include "tokenizer/tokenizer.h"
+
+#include <queue>
+
+#include "tokenizer/unicode.h"
+
+namespace pagoda::tokenizer {
+namespace {
+
+// A symbol in the merge list: a byte range of the working string, linked to neighbours.
+struct Symbol {
+    int prev;
+    int next;
+    size_t start;
+    size_t len;
+};
+
+// Candidate merge of symbols left and left's next. `rank` orders candidates: SPM
+// prefers the highest score, BPE the lowest merge rank; ties go to the leftmost.
+struct Candidate {
+    double priority;  // larger first
+    int left;
+    size_t len;       // combined byte length when queued; stale if it changed
+    bool operator<(const Candidate& o) const {
+        return priority < o.priority || (priority == o.priority && left > o.left);
+    }
+};
+
+std::vector<Symbol> split_chars(std::string_view s) {
+    std::vector<Symbol> syms;
+    size_t i = 0;
+    while (i < s.size()) {
+        const size_t n = std::min(utf8_lead_len(uint8_t(s[i])), s.size() - i);
+        syms.push_back(Symbol{int(syms.size()) - 1, int(syms.size()) + 1, i, n});
+        i += n;
+    }
+    if (!syms.empty()) syms.back().next = -1;
+    return syms;
+}
+
+// Generic greedy pair-merge over `syms`; `score(a, b)` returns the candidate's priority
+// for merging the texts a and b, or nullopt when they cannot merge.
+template <typename ScoreFn>
+void merge_symbols(std::string_view s, std::vector<Symbol>& syms, ScoreFn score) {
+    std::priority_queue<Candidate> q;
+    auto try_add = [&](int left) {
+        if (left < 0) return;
+        const int right = syms[size_t(left)].next;
+        if (right < 0) return;
+        const Symbol& a = syms[size_t(left)];
+        const Symbol& b = syms[size_t(right)];
+        auto p = score(s.substr(a.start, a.len), s.substr(b.start, b.len));
+        if (p) q.push(Candidate{*p, left, a.len + b.len});
+    };
+    for (size_t k = 0; k + 1 < syms.size(); ++k) try_add(int(k));
+    while (!q.empty()) {
+        const Candidate c = q.top();
+        q.pop();
+        Symbol& a = syms[size_t(c.left)];
+        if (a.len == 0 || a.next < 0) continue;
+        Symbol& b = syms[size_t(a.next)];
+        if (a.len + b.len != c.len) continue;  // stale candidate
+        a.len += b.len;
+        b.len = 0;
+        a.next = b.next;
+        if (b.next >= 0) syms[size_t(b.next)].prev = c.left;
+        try_add(a.prev);
+        try_add(c.left);
+    }
+}
+
+}  // namespace
+
+Result<Tokenizer> Tokenizer::from_gguf(const formats::GgufFile& g) {
+    Tokenizer t;
+    PAGODA_ASSIGN_OR_RETURN(t.vocab_, Vocab::from_gguf(g));
+    if (t.vocab_.kind == TokenizerKind::kBpe) {
+        auto pre = PreTokenizer::create(t.vocab_.pre);
+        if (!pre.ok()) return make_error(pre.error().code, "{}: {}", g.source(), pre.error().message);
+        t.pre_.emplace(std::move(pre).value());
+    }
+    return t;
+}
+
+void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) const {
+    std::vector<Symbol> syms = split_chars(text);
+    merge_symbols(text, syms, [&](std::string_view a, std::string_view b) -> std::optional<double> {
+        std::string joined;
+        joined.reserve(a.size() + b.size());
+        joined.append(a).append(b);
+        auto it = vocab_.token_to_id.find(joined);
+        if (it == vocab_.token_to_id.end()) return std::nullopt;
+        return double(vocab_.scores[size_t(it->second)]);
+    });
+    for (int k = syms.empty() ? -1 : 0; k >= 0; k = syms[size_t(k)].next) {
+        const std::string_view piece = text.substr(syms[size_t(k)].start, syms[size_t(k)].len);
+        auto it = vocab_.token_to_id.find(std::string(piece));
+        if (it != vocab_.token_to_id.end()) {
+            out.push_back(it->second);
+            continue;
+        }
+        for (char c : piece) {  // byte fallback
+            const TokenId b = vocab_.byte_tokens[uint8_t(c)];
+            if (b != kNoToken) {
+                out.push_back(b);
+            } else if (vocab_.unk != kNoToken) {
+                out.push_back(vocab_.unk);
+            }
+        }
+    }
+}
+
+void Tokenizer::encode_bpe_word(std::string_view raw, std::vector<TokenId>& out) const {
+    const std::string word = bytes_to_bpe_chars(raw);
+    if (pre_->ignore_merges()) {
+        auto it = vocab_.token_to_id.find(word);
+        if (it != vocab_.token_to_id.end()) {
+            out.push_back(it->second);
+            return;
+        }
+    }
+    std::vector<Symbol> syms = split_chars(word);
+    merge_symbols(word, syms, [&](std::string_view a, std::string_view b) -> std::optional<double> {
+        auto it = vocab_.merge_rank.find({std::string(a), std::string(b)});
+        if (it == vocab_.merge_rank.end()) return std::nullopt;
+        return -double(it->second);
+    });
+    for (int k = syms.empty() ? -1 : 0; k >= 0; k = syms[size_t(k)].next) {
+        const std::string piece(word.substr(syms[size_t(k)].start, syms[size_t(k)].len));
+        auto it = vocab_.token_to_id.find(piece);
+        if (it != vocab_.token_to_id.end()) {
+            out.push_back(it->second);
+            continue;
+        }
+        // Not a token: fall back to one token per character (every byte char is a token).
+        for (const Symbol& c : split_chars(piece)) {
+            auto ct = vocab_.token_to_id.find(piece.substr(c.start, c.len));
+            if (ct != vocab_.token_to_id.end()) {
+                out.push_back(ct->second);
+            } else if (vocab_.unk != kNoToken) {
+                out.push_back(vocab_.unk);
+            }
+        }
+    }
+}
+
+void Tokenizer::encode_fragment(std::string_view text, bool first, std::vector<TokenId>& out) const {
+    if (vocab_.kind == TokenizerKind::kSpm) {
+        std::string escaped;
+        escaped.reserve(text.size() + 4);
+        if (vocab_.add_space_prefix && first) escaped += "\xe2\x96\x81";
+        for (char c : text) {
+            if (c == ' ') {
+                escaped += "\xe2\x96\x81";  // U+2581
+            } else {
+                escaped += c;
+            }
+        }
+        encode_spm(escaped, out);
+        return;
+    }
+    for (std::string_view word : pre_->split(text)) encode_bpe_word(word, out);
+}
+
+std::vector<TokenId> Tokenizer::encode(std::string_view text, EncodeOptions opts) const {
+    std::vector<TokenId> out;
+    const bool add = opts.add_special == AddSpecial::kYes;
+    if (add && vocab_.add_bos && vocab_.bos != kNoToken) out.push_back(vocab_.bos);
+
+    bool prev_special = true;  // the SentencePiece prefix goes on the first text fragment
+    size_t pos = 0;
+    while (pos < text.size()) {
+        // Find the earliest special-token occurrence (longest first at the same place).
+        size_t best_at = std::string_view::npos;
+        TokenId best = kNoToken;
+        if (opts.parse_special == ParseSpecial::kYes) {
+            for (TokenId id : vocab_.specials) {
+                const std::string& t = vocab_.tokens[size_t(id)];
+                const size_t at = text.find(t, pos);
+                if (at != std::string_view::npos && (best_at == std::string_view::npos || at < best_at)) {
+                    best_at = at;
+                    best = id;
+                }
+            }
+        }
+        const size_t end = best_at == std::string_view::npos ? text.size() : best_at;
+        if (end > pos) {
+            encode_fragment(text.substr(pos, end - pos), prev_special, out);
+            prev_special = false;
+        }
+        if (best == kNoToken) break;
+        out.push_back(best);
+        prev_special = true;
+        pos = best_at + vocab_.tokens[size_t(best)].size();
+    }
+    if (add && vocab_.add_eos && vocab_.eos != kNoToken) out.push_back(vocab_.eos);
+    return out;
+}
+
+std::string Tokenizer::token_bytes(TokenId id, SkipSpecial skip) const {
+    if (!vocab_.valid(id)) return {};
+    const std::string& text = vocab_.tokens[size_t(id)];
+    const TokenType type = vocab_.types[size_t(id)];
+    if (type == TokenType::kControl || type == TokenType::kUnknown) {
+        return skip == SkipSpecial::kYes ? std::string() : text;
+    }
+    if (vocab_.kind == TokenizerKind::kSpm) {
+        if (type == TokenType::kByte) {
+            for (int b = 0; b < 256; ++b) {
+                if (vocab_.byte_tokens[size_t(b)] == id) return std::string(1, char(b));
+            }
+        }
+        std::string out;
+        out.reserve(text.size());
+        for (size_t i = 0; i < text.size();) {
+            if (text.compare(i, 3, "\xe2\x96\x81") == 0) {
+                out += ' ';
+                i += 3;
+            } else {
+                out += text[i++];
+            }
+        }
+        return out;
+    }
+    if (type == TokenType::kUserDefined) return text;
+    std::string out;
+    if (!bpe_chars_to_bytes(text, out)) return text;
+    return out;
+}
+
+std::string Tokenizer::decode(std::span<const TokenId> ids, SkipSpecial skip) const {
+    std::string out;
+    bool first_text = true;
+    for (TokenId id : ids) {
+        std::string piece = token_bytes(id, skip);
+        if (piece.empty()) continue;
+        if (first_text && vocab_.kind == TokenizerKind::kSpm && vocab_.add_space_prefix && piece[0] == ' ') {
+            piece.erase(0, 1);
+        }
+        first_text = false;
+        out += piece;
+    }
+    return out;
+}
+
+}  // namespace pagoda::tokenizer

@@ -1,0 +1,50 @@
+#pragma once
+// Tokenizer: text <-> token ids for SentencePiece-style ("llama") and byte-level BPE
+// ("gpt2") vocabularies read from GGUF. Immutable after load; encode/decode are
+// thread-safe. The server and engine call it; it knows nothing about models.
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "formats/gguf.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/vocab.h"
+
+namespace pagoda::tokenizer {
+
+enum class AddSpecial { kNo, kYes };        // BOS/EOS as the vocab asks
+enum class ParseSpecial { kNo, kYes };      // match control/user-defined token text
+enum class SkipSpecial { kNo, kYes };       // drop control tokens when decoding
+
+struct EncodeOptions {
+    AddSpecial add_special = AddSpecial::kYes;
+    ParseSpecial parse_special = ParseSpecial::kNo;
+};
+
+class Tokenizer {
+  public:
+    static Result<Tokenizer> from_gguf(const formats::GgufFile& g);
+
+    std::vector<TokenId> encode(std::string_view text, EncodeOptions opts = {}) const;
+    // Whole-sequence decode: drops the SentencePiece prefix space of the first piece.
+    std::string decode(std::span<const TokenId> ids, SkipSpecial skip = SkipSpecial::kYes) const;
+    // Raw bytes of one token as it appears mid-stream (no prefix-space stripping).
+    std::string token_bytes(TokenId id, SkipSpecial skip = SkipSpecial::kYes) const;
+
+    const Vocab& vocab() const { return vocab_; }
+    std::string kind_name() const { return vocab_.model_name; }
+
+  private:
+    void encode_spm(std::string_view text, std::vector<TokenId>& out) const;
+    void encode_bpe_word(std::string_view word, std::vector<TokenId>& out) const;
+    void encode_fragment(std::string_view text, bool first, std::vector<TokenId>& out) const;
+
+    Vocab vocab_;
+    std::optional<PreTokenizer> pre_;  // BPE only
+};
+
+}  // namespace pagoda::tokenizer

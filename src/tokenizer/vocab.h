@@ -1,0 +1,62 @@
+#pragma once
+// Vocab: the tokenizer's data from GGUF metadata (tokens, scores, types, merges,
+// special ids, flags). Built once at load; immutable and thread-safe afterwards.
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/result.h"
+#include "formats/gguf.h"
+
+namespace pagoda::tokenizer {
+
+using TokenId = int32_t;
+inline constexpr TokenId kNoToken = -1;
+
+enum class TokenizerKind { kSpm, kBpe };
+
+// GGUF tokenizer.ggml.token_type values.
+enum class TokenType : int32_t {
+    kUndefined = 0,
+    kNormal = 1,
+    kUnknown = 2,
+    kControl = 3,
+    kUserDefined = 4,
+    kUnused = 5,
+    kByte = 6,
+};
+
+struct PairHash {
+    size_t operator()(const std::pair<std::string, std::string>& p) const {
+        return std::hash<std::string>{}(p.first) * 31 + std::hash<std::string>{}(p.second);
+    }
+};
+
+struct Vocab {
+    TokenizerKind kind = TokenizerKind::kSpm;
+    std::string model_name;  // tokenizer.ggml.model
+    std::string pre;         // tokenizer.ggml.pre ("default" when absent)
+    std::vector<std::string> tokens;
+    std::vector<float> scores;
+    std::vector<TokenType> types;
+    std::unordered_map<std::string, TokenId> token_to_id;
+    std::unordered_map<std::pair<std::string, std::string>, int32_t, PairHash> merge_rank;
+    TokenId bos = kNoToken, eos = kNoToken, unk = kNoToken, pad = kNoToken, eot = kNoToken;
+    bool add_bos = false;
+    bool add_eos = false;
+    bool add_space_prefix = true;  // SentencePiece leading-space rule
+    std::vector<TokenId> byte_tokens;  // SPM: id of <0xNN> for each byte, or kNoToken
+    std::vector<TokenId> specials;     // control + user-defined, longest text first
+    std::string chat_template;         // tokenizer.chat_template, empty if none
+
+    static Result<Vocab> from_gguf(const formats::GgufFile& g);
+    int32_t size() const { return int32_t(tokens.size()); }
+    bool valid(TokenId id) const { return id >= 0 && id < size(); }
+    bool is_control(TokenId id) const { return types[size_t(id)] == TokenType::kControl; }
+    // Tokens that end generation: eos, eot.
+    bool is_end_of_generation(TokenId id) const { return id == eos || (eot != kNoToken && id == eot); }
+};
+
+}  // namespace pagoda::tokenizer
