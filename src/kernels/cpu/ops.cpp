@@ -1,0 +1,178 @@
+#include "kernels/cpu/ops.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "base/check.h"
+#include "base/half.h"
+#include "kernels/cpu/simd_dispatch.h"
+#include "kernels/ref/ops.h"
+
+namespace pagoda::kernels::cpu {
+
+int num_threads() { return omp_get_max_threads(); }
+void set_num_threads(int n) { omp_set_num_threads(n); }
+
+void matmul(const WeightView& w, const float* x, int m, float* y) {
+    if (w.type != TensorType::kQ8_0 && w.type != TensorType::kQ4_0) {
+        // Dense types normally go through DenseMatmul; this path serves odd shapes only.
+        std::vector<float> row(size_t(w.cols));
+        for (int64_t r = 0; r < w.rows; ++r) {
+            ref::dequantize_row(w, r, row.data());
+            for (int i = 0; i < m; ++i) {
+                y[size_t(i) * size_t(w.rows) + size_t(r)] = dot_f32(row.data(), x + size_t(i) * size_t(w.cols), int(w.cols));
+            }
+        }
+        return;
+    }
+    PAGODA_CHECK(w.cols % 32 == 0) << w.cols;
+    const int nb = int(w.cols / 32);
+    std::vector<int8_t> qx(size_t(m) * size_t(w.cols));
+    std::vector<float> dx(size_t(m) * size_t(nb));
+#pragma omp parallel for schedule(static) if (m > 1)
+    for (int i = 0; i < m; ++i) {
+        quantize_q8(x + size_t(i) * size_t(w.cols), int(w.cols), qx.data() + size_t(i) * size_t(w.cols),
+                    dx.data() + size_t(i) * size_t(nb));
+    }
+    // Tiles of weight rows: each tile's rows stay in cache while every activation row passes.
+    const int64_t tile = m > 4 ? 16 : 64;
+    const int64_t num_tiles = (w.rows + tile - 1) / tile;
+    const size_t rb = w.row_bytes();
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t t = 0; t < num_tiles; ++t) {
+        const int64_t r0 = t * tile, r1 = std::min(w.rows, r0 + tile);
+        quant_rows(uint32_t(w.type), w.data, rb, w.rows, w.cols, qx.data(), dx.data(), m, y, r0, r1);
+    }
+}
+
+void rope(float* x, int num_heads, int head_dim, int pos, const RopeParams& p) {
+    const int half = p.rot_dim / 2;
+    // Angles in double like the reference, so positions in the tens of thousands stay exact.
+    float cs[256], sn[256];
+    PAGODA_CHECK(half <= 256) << half;
+    for (int i = 0; i < half; ++i) {
+        double theta = double(pos) * double(p.freq_scale) * std::pow(double(p.freq_base), -2.0 * i / p.rot_dim);
+        if (p.freq_factors) theta /= double(p.freq_factors[i]);
+        cs[i] = float(std::cos(theta));
+        sn[i] = float(std::sin(theta));
+    }
+    for (int h = 0; h < num_heads; ++h) {
+        float* v = x + size_t(h) * size_t(head_dim);
+        if (p.style == RopeStyle::kNormal) {
+            for (int i = 0; i < half; ++i) {
+                const float x0 = v[2 * i], x1 = v[2 * i + 1];
+                v[2 * i] = x0 * cs[i] - x1 * sn[i];
+                v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+            }
+        } else {
+            for (int i = 0; i < half; ++i) {
+                const float x0 = v[i], x1 = v[i + half];
+                v[i] = x0 * cs[i] - x1 * sn[i];
+                v[i + half] = x0 * sn[i] + x1 * cs[i];
+            }
+        }
+    }
+}
+
+void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row, const float* v_row) {
+    const int32_t block = block_table[pos / kv.block_size];
+    const int slot = pos % kv.block_size;
+    for (int h = 0; h < kv.num_kv_heads; ++h) {
+        const size_t base = size_t(block) * kv.block_stride() + size_t(h) * kv.head_stride() +
+                            size_t(slot) * size_t(kv.head_dim);
+        const float* ks = k_row + size_t(h) * size_t(kv.head_dim);
+        const float* vs = v_row + size_t(h) * size_t(kv.head_dim);
+        switch (kv.dtype) {
+            case KvDtype::kF32:
+                std::memcpy(static_cast<float*>(kv.k) + base, ks, size_t(kv.head_dim) * 4);
+                std::memcpy(static_cast<float*>(kv.v) + base, vs, size_t(kv.head_dim) * 4);
+                break;
+            case KvDtype::kF16:
+                for (int d = 0; d < kv.head_dim; ++d) {
+                    static_cast<uint16_t*>(kv.k)[base + size_t(d)] = float_to_fp16(ks[d]);
+                    static_cast<uint16_t*>(kv.v)[base + size_t(d)] = float_to_fp16(vs[d]);
+                }
+                break;
+            case KvDtype::kBF16:
+                for (int d = 0; d < kv.head_dim; ++d) {
+                    static_cast<uint16_t*>(kv.k)[base + size_t(d)] = float_to_bf16(ks[d]);
+                    static_cast<uint16_t*>(kv.v)[base + size_t(d)] = float_to_bf16(vs[d]);
+                }
+                break;
+        }
+    }
+}
+
+namespace {
+
+// Pointer to [slot][head_dim] rows of one kv head in one block, as f32 (converting
+// 16-bit storage into `scratch`).
+const float* block_rows(const PagedKv& kv, const void* pool, int32_t block, int kv_head, int n_slots,
+                        float* scratch) {
+    const size_t base = size_t(block) * kv.block_stride() + size_t(kv_head) * kv.head_stride();
+    if (kv.dtype == KvDtype::kF32) return static_cast<const float*>(pool) + base;
+    half_to_f32(static_cast<const uint16_t*>(pool) + base, kv.dtype == KvDtype::kBF16, n_slots * kv.head_dim,
+                scratch);
+    return scratch;
+}
+
+// One query row, one head: scores over keys 0..n_keys-1, softmax, weighted V sum.
+void attend_one(const PagedKv& kv, const int32_t* block_table, int kv_head, int n_keys, const float* qh,
+                float scale, float* oh, std::vector<float>& scores, std::vector<float>& scratch) {
+    const int bs = kv.block_size, hd = kv.head_dim;
+    scores.resize(size_t(n_keys));
+    scratch.resize(size_t(bs) * size_t(hd));
+    for (int t0 = 0; t0 < n_keys; t0 += bs) {
+        const int n = std::min(bs, n_keys - t0);
+        const float* krows = block_rows(kv, kv.k, block_table[t0 / bs], kv_head, n, scratch.data());
+        for (int s = 0; s < n; ++s) scores[size_t(t0 + s)] = dot_f32(qh, krows + size_t(s) * size_t(hd), hd) * scale;
+    }
+    softmax(scores.data(), n_keys);
+    std::fill(oh, oh + hd, 0.0f);
+    for (int t0 = 0; t0 < n_keys; t0 += bs) {
+        const int n = std::min(bs, n_keys - t0);
+        const float* vrows = block_rows(kv, kv.v, block_table[t0 / bs], kv_head, n, scratch.data());
+        for (int s = 0; s < n; ++s) axpy_f32(scores[size_t(t0 + s)], vrows + size_t(s) * size_t(hd), oh, hd);
+    }
+}
+
+}  // namespace
+
+void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape, const std::vector<AttentionSeq>& seqs,
+                           const std::vector<int>& row_offsets, const float* q, float* out) {
+    // Flatten (sequence, query row, head) into one parallel loop.
+    struct Item {
+        int seq;
+        int row;
+    };
+    std::vector<Item> items;
+    for (int s = 0; s < int(seqs.size()); ++s) {
+        for (int i = 0; i < seqs[size_t(s)].num_q; ++i) items.push_back({s, i});
+    }
+    const int group = shape.num_heads / kv.num_kv_heads;
+    const int64_t total = int64_t(items.size()) * shape.num_heads;
+#pragma omp parallel
+    {
+        std::vector<float> scores, scratch;
+#pragma omp for schedule(dynamic, 4)
+        for (int64_t w = 0; w < total; ++w) {
+            const Item it = items[size_t(w / shape.num_heads)];
+            const int h = int(w % shape.num_heads);
+            const AttentionSeq& seq = seqs[size_t(it.seq)];
+            const size_t row = size_t(row_offsets[size_t(it.seq)] + it.row);
+            const float* qh = q + row * size_t(shape.q_stride) + size_t(h) * size_t(kv.head_dim);
+            float* oh = out + row * size_t(shape.out_stride) + size_t(h) * size_t(kv.head_dim);
+            attend_one(kv, seq.block_table, h / group, seq.q_pos0 + it.row + 1, qh, shape.scale, oh, scores,
+                       scratch);
+        }
+    }
+}
+
+void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq, const float* q,
+                     float* out) {
+    paged_attention_batch(kv, shape, {seq}, {0}, q, out);
+}
+
+}  // namespace pagoda::kernels::cpu

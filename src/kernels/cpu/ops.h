@@ -1,0 +1,60 @@
+#pragma once
+// Optimised CPU kernels: Highway SIMD (AVX2/AVX-512 chosen at run time) and OpenMP over
+// the one compute pool. Same signatures as kernels/ref; each is tested against it.
+// Functions are thread-safe; each call may use the whole OpenMP pool.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/result.h"
+#include "kernels/types.h"
+
+namespace pagoda::kernels::cpu {
+
+// y[m][w.rows] = x[m][w.cols] * W^T for Q8_0 and Q4_0 weights: activations are quantized
+// to 8 bits per 32-block (as llama.cpp does) and dotted with int8 SIMD.
+// F32/F16/BF16 weights go through DenseMatmul instead; this falls back to dequantizing.
+void matmul(const WeightView& w, const float* x, int m, float* y);
+void rmsnorm(const float* x, const float* weight, int n, float eps, float* out);
+void swiglu(const float* gate, const float* up, int n, float* out);
+void softmax(float* x, int n);
+void rope(float* x, int num_heads, int head_dim, int pos, const RopeParams& p);
+void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq, const float* q,
+                     float* out);
+// Several sequences at once, parallel over sequences x query rows x heads.
+void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape, const std::vector<AttentionSeq>& seqs,
+                           const std::vector<int>& row_offsets, const float* q, float* out);
+void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row, const float* v_row);
+
+// Name of the SIMD target Highway picked on this machine (e.g. "AVX3").
+const char* simd_target_name();
+
+// Number of threads in the compute pool (OpenMP).
+int num_threads();
+void set_num_threads(int n);
+
+// SIMD building blocks (exposed for benchmarks and tests).
+float dot_f32(const float* a, const float* b, int n);
+void axpy_f32(float a, const float* x, float* y, int n);  // y += a * x
+// Quantizes x[n] (n % 32 == 0) to int8 with one float scale per 32 values.
+void quantize_q8(const float* x, int n, int8_t* q, float* d);
+
+// Dense (F32/F16/BF16) matmul through oneDNN with weights packed once at creation.
+// One primitive per batch size, built on first use and cached. run() is thread-safe.
+class DenseMatmul {
+  public:
+    static Result<std::unique_ptr<DenseMatmul>> create(const WeightView& w);
+    ~DenseMatmul();
+    void run(const float* x, int m, float* y) const;
+    int64_t rows() const;
+    int64_t cols() const;
+    size_t packed_bytes() const;
+
+  private:
+    DenseMatmul();
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagoda::kernels::cpu

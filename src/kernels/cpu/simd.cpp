@@ -1,0 +1,228 @@
+// Highway SIMD kernels, compiled once per x86 target and dispatched at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/simd.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "base/half.h"
+#include "formats/tensor_type.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pagoda::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+float DotF32(const float* a, const float* b, int n) {
+    const hn::ScalableTag<float> d;
+    const int N = int(hn::Lanes(d));
+    auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+    int i = 0;
+    for (; i + 2 * N <= n; i += 2 * N) {
+        acc0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), acc0);
+        acc1 = hn::MulAdd(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N), acc1);
+    }
+    for (; i + N <= n; i += N) acc0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), acc0);
+    float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+void AxpyF32(float alpha, const float* x, float* y, int n) {
+    const hn::ScalableTag<float> d;
+    const int N = int(hn::Lanes(d));
+    const auto va = hn::Set(d, alpha);
+    int i = 0;
+    for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
+    for (; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
+    const hn::ScalableTag<float> d;
+    const int N = int(hn::Lanes(d));
+    const float ss = DotF32(x, x, n);
+    const float inv = 1.0f / std::sqrt(ss / float(n) + eps);
+    const auto vi = hn::Set(d, inv);
+    int i = 0;
+    for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + i), vi), hn::LoadU(d, w + i)), d, out + i);
+    for (; i < n; ++i) out[i] = x[i] * inv * w[i];
+}
+
+void SwiGlu(const float* g, const float* u, int n, float* out) {
+    const hn::ScalableTag<float> d;
+    const int N = int(hn::Lanes(d));
+    const auto one = hn::Set(d, 1.0f);
+    int i = 0;
+    for (; i + N <= n; i += N) {
+        const auto vg = hn::LoadU(d, g + i);
+        const auto sig = hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(vg))));
+        hn::StoreU(hn::Mul(hn::Mul(vg, sig), hn::LoadU(d, u + i)), d, out + i);
+    }
+    for (; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void Softmax(float* x, int n) {
+    const hn::ScalableTag<float> d;
+    const int N = int(hn::Lanes(d));
+    float mx = -INFINITY;
+    for (int i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+    const auto vmx = hn::Set(d, mx);
+    auto vsum = hn::Zero(d);
+    int i = 0;
+    for (; i + N <= n; i += N) {
+        const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmx));
+        hn::StoreU(e, d, x + i);
+        vsum = hn::Add(vsum, e);
+    }
+    float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+    for (; i < n; ++i) {
+        x[i] = std::exp(x[i] - mx);
+        sum += x[i];
+    }
+    const float inv = 1.0f / sum;
+    const auto vinv = hn::Set(d, inv);
+    i = 0;
+    for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, x + i);
+    for (; i < n; ++i) x[i] *= inv;
+}
+
+void QuantizeQ8(const float* x, int n, int8_t* q, float* dscale) {
+    for (int b = 0; b < n / 32; ++b) {
+        const float* xb = x + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+        const float dd = amax / 127.0f;
+        const float id = dd > 0.0f ? 1.0f / dd : 0.0f;
+        for (int j = 0; j < 32; ++j) q[b * 32 + j] = int8_t(std::lrintf(xb[j] * id));
+        dscale[b] = dd;
+    }
+}
+
+// One weight row (Q8_0) against one quantized activation row.
+HWY_INLINE float DotQ8Row(const formats::BlockQ8_0* w, const int8_t* qx, const float* dx, int nb) {
+    const hn::CappedTag<int16_t, 32> d16;
+    const hn::Rebind<int8_t, decltype(d16)> d8;
+    const hn::Repartition<int32_t, decltype(d16)> d32;
+    const hn::Rebind<float, decltype(d32)> df;
+    const int N = int(hn::Lanes(d16));
+    auto acc = hn::Zero(df);
+    for (int b = 0; b < nb; ++b) {
+        auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
+        for (int j = 0; j < 32; j += N) {
+            const auto vw = hn::PromoteTo(d16, hn::LoadU(d8, w[b].qs + j));
+            const auto vx = hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j));
+            s0 = hn::ReorderWidenMulAccumulate(d32, vw, vx, s0, s1);
+        }
+        const float scale = fp16_to_float(w[b].d) * dx[b];
+        acc = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, scale), acc);
+    }
+    return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
+// One weight row (Q4_0) against one quantized activation row.
+HWY_INLINE float DotQ4Row(const formats::BlockQ4_0* w, const int8_t* qx, const float* dx, int nb) {
+    const hn::CappedTag<int16_t, 16> d16;
+    const hn::Rebind<uint8_t, decltype(d16)> du8;
+    const hn::Rebind<int8_t, decltype(d16)> d8;
+    const hn::Repartition<int32_t, decltype(d16)> d32;
+    const hn::Rebind<float, decltype(d32)> df;
+    const int N = int(hn::Lanes(d16));
+    const auto mask = hn::Set(d16, 0x0f);
+    const auto eight = hn::Set(d16, 8);
+    auto acc = hn::Zero(df);
+    for (int b = 0; b < nb; ++b) {
+        auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
+        for (int j = 0; j < 16; j += N) {
+            const auto raw = hn::BitCast(d16, hn::PromoteTo(hn::RebindToUnsigned<decltype(d16)>(),
+                                                            hn::LoadU(du8, w[b].qs + j)));
+            const auto lo = hn::Sub(hn::And(raw, mask), eight);
+            const auto hi = hn::Sub(hn::ShiftRight<4>(raw), eight);
+            const auto xlo = hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j));
+            const auto xhi = hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + 16 + j));
+            s0 = hn::ReorderWidenMulAccumulate(d32, lo, xlo, s0, s1);
+            s0 = hn::ReorderWidenMulAccumulate(d32, hi, xhi, s0, s1);
+        }
+        const float scale = fp16_to_float(w[b].d) * dx[b];
+        acc = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, scale), acc);
+    }
+    return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
+// Rows [r0, r1) of a quantized weight against m quantized activation rows.
+void QuantRows(uint32_t type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, const int8_t* qx,
+               const float* dx, int m, float* y, int64_t r0, int64_t r1) {
+    const int nb = int(cols / 32);
+    for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* wr = w + size_t(r) * row_bytes;
+        for (int i = 0; i < m; ++i) {
+            const int8_t* q = qx + size_t(i) * size_t(cols);
+            const float* d = dx + size_t(i) * size_t(nb);
+            y[size_t(i) * size_t(rows) + size_t(r)] =
+                type == uint32_t(formats::TensorType::kQ8_0)
+                    ? DotQ8Row(reinterpret_cast<const formats::BlockQ8_0*>(wr), q, d, nb)
+                    : DotQ4Row(reinterpret_cast<const formats::BlockQ4_0*>(wr), q, d, nb);
+        }
+    }
+}
+
+// Converts n 16-bit floats (fp16 or bf16) to f32.
+void HalfToF32(const uint16_t* in, bool bf16, int n, float* out) {
+    if (bf16) {
+        const hn::ScalableTag<float> df;
+        const hn::Rebind<uint16_t, decltype(df)> du16;
+        const hn::Rebind<uint32_t, decltype(df)> du32;
+        const int N = int(hn::Lanes(df));
+        int i = 0;
+        for (; i + N <= n; i += N) {
+            const auto u = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, in + i)));
+            hn::StoreU(hn::BitCast(df, u), df, out + i);
+        }
+        for (; i < n; ++i) out[i] = bf16_to_float(in[i]);
+    } else {
+        for (int i = 0; i < n; ++i) out[i] = fp16_to_float(in[i]);
+    }
+}
+
+const char* TargetHere() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pagoda::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "kernels/cpu/simd_dispatch.h"
+
+namespace pagoda::kernels::cpu {
+HWY_EXPORT(DotF32);
+HWY_EXPORT(AxpyF32);
+HWY_EXPORT(RmsNorm);
+HWY_EXPORT(SwiGlu);
+HWY_EXPORT(Softmax);
+HWY_EXPORT(QuantizeQ8);
+HWY_EXPORT(QuantRows);
+HWY_EXPORT(HalfToF32);
+HWY_EXPORT(TargetHere);
+
+float dot_f32(const float* a, const float* b, int n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
+void axpy_f32(float a, const float* x, float* y, int n) { HWY_DYNAMIC_DISPATCH(AxpyF32)(a, x, y, n); }
+void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
+    HWY_DYNAMIC_DISPATCH(RmsNorm)(x, w, n, eps, out);
+}
+void swiglu(const float* g, const float* u, int n, float* out) { HWY_DYNAMIC_DISPATCH(SwiGlu)(g, u, n, out); }
+void softmax(float* x, int n) { HWY_DYNAMIC_DISPATCH(Softmax)(x, n); }
+void quantize_q8(const float* x, int n, int8_t* q, float* d) { HWY_DYNAMIC_DISPATCH(QuantizeQ8)(x, n, q, d); }
+void quant_rows(uint32_t type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, const int8_t* qx,
+                const float* dx, int m, float* y, int64_t r0, int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(QuantRows)(type, w, row_bytes, rows, cols, qx, dx, m, y, r0, r1);
+}
+void half_to_f32(const uint16_t* in, bool bf16, int n, float* out) {
+    HWY_DYNAMIC_DISPATCH(HalfToF32)(in, bf16, n, out);
+}
+const char* simd_target_name() {
+    return HWY_DYNAMIC_DISPATCH(TargetHere)();
+}
+}  // namespace pagoda::kernels::cpu
+#endif

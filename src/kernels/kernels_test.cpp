@@ -1,0 +1,162 @@
+// Every optimised kernel against its reference, at a stated tolerance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "base/half.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/ref/ops.h"
+
+namespace pagoda::kernels {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+// Max |a-b| / max|b| over the arrays.
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+    double num = 0, den = 1e-30;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num = std::max(num, double(std::fabs(a[i] - b[i])));
+        den = std::max(den, double(std::fabs(b[i])));
+    }
+    return num / den;
+}
+
+std::vector<uint8_t> make_weights(TensorType t, int64_t rows, int64_t cols, uint32_t seed) {
+    const auto f = randn(size_t(rows * cols), seed, 0.5f);
+    std::vector<uint8_t> out;
+    switch (t) {
+        case TensorType::kF32:
+            out.resize(f.size() * 4);
+            std::memcpy(out.data(), f.data(), out.size());
+            break;
+        case TensorType::kF16:
+        case TensorType::kBF16: {
+            out.resize(f.size() * 2);
+            auto* p = reinterpret_cast<uint16_t*>(out.data());
+            for (size_t i = 0; i < f.size(); ++i) p[i] = t == TensorType::kF16 ? float_to_fp16(f[i]) : float_to_bf16(f[i]);
+            break;
+        }
+        case TensorType::kQ8_0:
+        case TensorType::kQ4_0: {
+            const bool q8 = t == TensorType::kQ8_0;
+            const size_t bb = q8 ? 34 : 18;
+            out.resize(f.size() / 32 * bb);
+            std::mt19937 rng(seed);
+            for (size_t b = 0; b < f.size() / 32; ++b) {
+                uint8_t* p = out.data() + b * bb;
+                const uint16_t d = float_to_fp16(q8 ? 0.01f : 0.05f);
+                std::memcpy(p, &d, 2);
+                for (size_t j = 0; j < bb - 2; ++j) p[2 + j] = uint8_t(rng());
+            }
+            break;
+        }
+        default: break;
+    }
+    return out;
+}
+
+class MatmulVsRef : public ::testing::TestWithParam<std::tuple<TensorType, int>> {};
+
+TEST_P(MatmulVsRef, Matches) {
+    const auto [type, m] = GetParam();
+    const int64_t rows = 96, cols = 256;
+    const auto wbytes = make_weights(type, rows, cols, 7);
+    const WeightView w{type, rows, cols, wbytes.data()};
+    const auto x = randn(size_t(m * cols), 11);
+    std::vector<float> want(size_t(m * rows)), got(size_t(m * rows));
+    ref::matmul(w, x.data(), m, want.data());
+    if (type == TensorType::kQ8_0 || type == TensorType::kQ4_0) {
+        cpu::matmul(w, x.data(), m, got.data());
+        // Activations are quantized to 8 bits per 32-block: ~1% relative error.
+        EXPECT_LT(rel_err(got, want), 2e-2);
+    } else {
+        auto mm = cpu::DenseMatmul::create(w);
+        ASSERT_TRUE(mm.ok()) << mm.error().message;
+        (*mm)->run(x.data(), m, got.data());
+        // bf16 activations: 8 mantissa bits; f32/f16 weights exact in f32.
+        EXPECT_LT(rel_err(got, want), type == TensorType::kBF16 ? 1e-2 : 1e-5);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulVsRef,
+                         ::testing::Combine(::testing::Values(TensorType::kF32, TensorType::kF16, TensorType::kBF16,
+                                                              TensorType::kQ8_0, TensorType::kQ4_0),
+                                            ::testing::Values(1, 3, 17)));
+
+TEST(Kernels, ElementwiseMatchReference) {
+    const int n = 203;
+    const auto x = randn(n, 1), w = randn(n, 2), g = randn(n, 3, 3.0f), u = randn(n, 4);
+    std::vector<float> a(n), b(n);
+    ref::rmsnorm(x.data(), w.data(), n, 1e-5f, a.data());
+    cpu::rmsnorm(x.data(), w.data(), n, 1e-5f, b.data());
+    EXPECT_LT(rel_err(b, a), 1e-5);
+    ref::swiglu(g.data(), u.data(), n, a.data());
+    cpu::swiglu(g.data(), u.data(), n, b.data());
+    EXPECT_LT(rel_err(b, a), 1e-5);
+    a = randn(n, 5, 4.0f);
+    b = a;
+    ref::softmax(a.data(), n);
+    cpu::softmax(b.data(), n);
+    EXPECT_LT(rel_err(b, a), 1e-5);
+    EXPECT_NEAR(cpu::dot_f32(x.data(), w.data(), n), [&] {
+        double s = 0;
+        for (int i = 0; i < n; ++i) s += double(x[size_t(i)]) * w[size_t(i)];
+        return s;
+    }(), 1e-4);
+}
+
+TEST(Kernels, RopeMatchesReference) {
+    for (RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox}) {
+        RopeParams p{.style = style, .rot_dim = 64, .freq_base = 500000.0f, .freq_scale = 0.5f};
+        auto a = randn(4 * 64, 9), b = a;
+        ref::rope(a.data(), 4, 64, 1234, p);
+        cpu::rope(b.data(), 4, 64, 1234, p);
+        EXPECT_LT(rel_err(b, a), 1e-6);
+    }
+}
+
+class AttentionVsRef : public ::testing::TestWithParam<std::tuple<KvDtype, int>> {};
+
+TEST_P(AttentionVsRef, Matches) {
+    const auto [dtype, bs] = GetParam();
+    const int kvh = 2, heads = 6, hd = 16, n_blocks = 40;
+    std::vector<uint8_t> kpool(size_t(n_blocks * bs * kvh * hd) * kv_dtype_bytes(dtype));
+    std::vector<uint8_t> vpool(kpool.size());
+    PagedKv kv{kpool.data(), vpool.data(), dtype, bs, kvh, hd};
+    // Two sequences with scattered block tables: a prefill chunk and a decode.
+    std::vector<int32_t> bt0, bt1;
+    for (int b = 0; b < n_blocks / 2; ++b) {
+        bt0.push_back(n_blocks - 1 - 2 * b);
+        bt1.push_back(2 * b);
+    }
+    const int len0 = std::min(37, (n_blocks / 2) * bs), len1 = std::min(90, (n_blocks / 2) * bs);
+    auto krow = randn(size_t(kvh * hd), 1);
+    for (int p = 0; p < len1; ++p) {
+        auto k = randn(size_t(kvh * hd), uint32_t(100 + p)), v = randn(size_t(kvh * hd), uint32_t(900 + p));
+        if (p < len0) cpu::kv_write(kv, bt0.data(), p, k.data(), v.data());
+        cpu::kv_write(kv, bt1.data(), p, k.data(), v.data());
+    }
+    std::vector<AttentionSeq> seqs = {{bt0.data(), 5, len0 - 5}, {bt1.data(), 1, len1 - 1}};
+    const AttentionShape shape{heads, 0.25f, heads * hd, heads * hd};
+    const auto q = randn(size_t(6 * heads * hd), 3);
+    std::vector<float> want(q.size()), got(q.size());
+    ref::paged_attention(kv, shape, seqs[0], q.data(), want.data());
+    ref::paged_attention(kv, shape, seqs[1], q.data() + 5 * heads * hd, want.data() + 5 * heads * hd);
+    cpu::paged_attention_batch(kv, shape, seqs, {0, 5}, q.data(), got.data());
+    EXPECT_LT(rel_err(got, want), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, AttentionVsRef,
+                         ::testing::Combine(::testing::Values(KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16),
+                                            ::testing::Values(8, 16, 48, 128)));
+
+}  // namespace
+}  // namespace pagoda::kernels

@@ -1,0 +1,171 @@
+#include "kernels/ref/ops.h"
+
+#include <cmath>
+#include <vector>
+
+#include "base/check.h"
+#include "base/half.h"
+
+namespace pagoda::kernels::ref {
+
+using formats::BlockQ4_0;
+using formats::BlockQ8_0;
+
+void dequantize_row(const WeightView& w, int64_t r, float* out) {
+    const uint8_t* row = w.row(r);
+    const int64_t n = w.cols;
+    switch (w.type) {
+        case TensorType::kF32:
+            for (int64_t i = 0; i < n; ++i) out[i] = reinterpret_cast<const float*>(row)[i];
+            return;
+        case TensorType::kF16:
+            for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+            return;
+        case TensorType::kBF16:
+            for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+            return;
+        case TensorType::kQ8_0: {
+            const auto* b = reinterpret_cast<const BlockQ8_0*>(row);
+            for (int64_t k = 0; k < n / 32; ++k) {
+                const float d = fp16_to_float(b[k].d);
+                for (int j = 0; j < 32; ++j) out[k * 32 + j] = d * float(b[k].qs[j]);
+            }
+            return;
+        }
+        case TensorType::kQ4_0: {
+            const auto* b = reinterpret_cast<const BlockQ4_0*>(row);
+            for (int64_t k = 0; k < n / 32; ++k) {
+                const float d = fp16_to_float(b[k].d);
+                for (int j = 0; j < 16; ++j) {
+                    out[k * 32 + j] = d * float((b[k].qs[j] & 0x0f) - 8);
+                    out[k * 32 + j + 16] = d * float((b[k].qs[j] >> 4) - 8);
+                }
+            }
+            return;
+        }
+        default: PAGODA_CHECK(false) << "dequantize_row: unsupported type " << uint32_t(w.type);
+    }
+}
+
+void matmul(const WeightView& w, const float* x, int m, float* y) {
+    std::vector<float> row(size_t(w.cols));
+    for (int64_t r = 0; r < w.rows; ++r) {
+        dequantize_row(w, r, row.data());
+        for (int i = 0; i < m; ++i) {
+            double acc = 0.0;
+            const float* xi = x + size_t(i) * size_t(w.cols);
+            for (int64_t c = 0; c < w.cols; ++c) acc += double(row[size_t(c)]) * double(xi[c]);
+            y[size_t(i) * size_t(w.rows) + size_t(r)] = float(acc);
+        }
+    }
+}
+
+void rmsnorm(const float* x, const float* weight, int n, float eps, float* out) {
+    double ss = 0.0;
+    for (int i = 0; i < n; ++i) ss += double(x[i]) * double(x[i]);
+    const float inv = float(1.0 / std::sqrt(ss / n + double(eps)));
+    for (int i = 0; i < n; ++i) out[i] = x[i] * inv * weight[i];
+}
+
+void swiglu(const float* gate, const float* up, int n, float* out) {
+    for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void softmax(float* x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+    double sum = 0.0;
+    for (int i = 0; i < n; ++i) {
+        x[i] = std::exp(x[i] - mx);
+        sum += x[i];
+    }
+    for (int i = 0; i < n; ++i) x[i] = float(x[i] / sum);
+}
+
+void rope(float* x, int num_heads, int head_dim, int pos, const RopeParams& p) {
+    const int half = p.rot_dim / 2;
+    for (int i = 0; i < half; ++i) {
+        double theta = double(pos) * double(p.freq_scale) * std::pow(double(p.freq_base), -2.0 * i / p.rot_dim);
+        if (p.freq_factors) theta /= double(p.freq_factors[i]);
+        const float c = float(std::cos(theta)), s = float(std::sin(theta));
+        for (int h = 0; h < num_heads; ++h) {
+            float* v = x + size_t(h) * size_t(head_dim);
+            const int a = p.style == RopeStyle::kNormal ? 2 * i : i;
+            const int b = p.style == RopeStyle::kNormal ? 2 * i + 1 : i + half;
+            const float x0 = v[a], x1 = v[b];
+            v[a] = x0 * c - x1 * s;
+            v[b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+namespace {
+size_t kv_index(const PagedKv& kv, const int32_t* block_table, int pos, int kv_head, int d) {
+    const int32_t block = block_table[pos / kv.block_size];
+    const int slot = pos % kv.block_size;
+    return size_t(block) * kv.block_stride() + size_t(kv_head) * kv.head_stride() +
+           size_t(slot) * size_t(kv.head_dim) + size_t(d);
+}
+}  // namespace
+
+float kv_at(const PagedKv& kv, const int32_t* block_table, int which, int pos, int kv_head, int d) {
+    const void* base = which == 0 ? kv.k : kv.v;
+    const size_t idx = kv_index(kv, block_table, pos, kv_head, d);
+    switch (kv.dtype) {
+        case KvDtype::kF32: return static_cast<const float*>(base)[idx];
+        case KvDtype::kF16: return fp16_to_float(static_cast<const uint16_t*>(base)[idx]);
+        case KvDtype::kBF16: return bf16_to_float(static_cast<const uint16_t*>(base)[idx]);
+    }
+    return 0.0f;
+}
+
+void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row, const float* v_row) {
+    for (int h = 0; h < kv.num_kv_heads; ++h) {
+        for (int d = 0; d < kv.head_dim; ++d) {
+            const size_t idx = kv_index(kv, block_table, pos, h, d);
+            const float kf = k_row[h * kv.head_dim + d], vf = v_row[h * kv.head_dim + d];
+            switch (kv.dtype) {
+                case KvDtype::kF32:
+                    static_cast<float*>(kv.k)[idx] = kf;
+                    static_cast<float*>(kv.v)[idx] = vf;
+                    break;
+                case KvDtype::kF16:
+                    static_cast<uint16_t*>(kv.k)[idx] = float_to_fp16(kf);
+                    static_cast<uint16_t*>(kv.v)[idx] = float_to_fp16(vf);
+                    break;
+                case KvDtype::kBF16:
+                    static_cast<uint16_t*>(kv.k)[idx] = float_to_bf16(kf);
+                    static_cast<uint16_t*>(kv.v)[idx] = float_to_bf16(vf);
+                    break;
+            }
+        }
+    }
+}
+
+void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq, const float* q,
+                     float* out) {
+    const int group = shape.num_heads / kv.num_kv_heads;
+    std::vector<float> scores;
+    for (int i = 0; i < seq.num_q; ++i) {
+        const int n_keys = seq.q_pos0 + i + 1;
+        scores.assign(size_t(n_keys), 0.0f);
+        for (int h = 0; h < shape.num_heads; ++h) {
+            const int kvh = h / group;
+            const float* qh = q + size_t(i) * size_t(shape.q_stride) + size_t(h) * size_t(kv.head_dim);
+            for (int t = 0; t < n_keys; ++t) {
+                double dot = 0.0;
+                for (int d = 0; d < kv.head_dim; ++d) dot += double(qh[d]) * kv_at(kv, seq.block_table, 0, t, kvh, d);
+                scores[size_t(t)] = float(dot) * shape.scale;
+            }
+            softmax(scores.data(), n_keys);
+            float* oh = out + size_t(i) * size_t(shape.out_stride) + size_t(h) * size_t(kv.head_dim);
+            for (int d = 0; d < kv.head_dim; ++d) {
+                double acc = 0.0;
+                for (int t = 0; t < n_keys; ++t) acc += double(scores[size_t(t)]) * kv_at(kv, seq.block_table, 1, t, kvh, d);
+                oh[d] = float(acc);
+            }
+        }
+    }
+}
+
+}  // namespace pagoda::kernels::ref
