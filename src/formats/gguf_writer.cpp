@@ -117,10 +117,21 @@ void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vecto
     for (auto d : dims) n *= d;
     PAGODA_CHECK(dims[0] % tr->block_elems == 0) << name;
     PAGODA_CHECK(data.size() == n / tr->block_elems * tr->block_bytes) << name << " size " << data.size();
-    tensors_.push_back(Tensor{name, type, std::move(dims), std::move(data)});
+    const size_t nb = data.size();
+    tensors_.push_back(Tensor{name, type, std::move(dims), std::move(data), {}, nb});
 }
 
-std::vector<uint8_t> GgufWriter::serialize() const {
+void GgufWriter::add_tensor_lazy(const std::string& name, TensorType type, std::vector<uint64_t> dims, Fill fill) {
+    auto tr = tensor_type_traits(uint32_t(type));
+    PAGODA_CHECK(tr.has_value()) << "unknown type";
+    uint64_t n = 1;
+    for (auto d : dims) n *= d;
+    PAGODA_CHECK(dims[0] % tr->block_elems == 0) << name;
+    const size_t nb = n / tr->block_elems * tr->block_bytes;
+    tensors_.push_back(Tensor{name, type, std::move(dims), {}, std::move(fill), nb});
+}
+
+std::vector<uint8_t> GgufWriter::header(std::vector<uint64_t>& offsets) const {
     std::vector<uint8_t> out;
     put<uint32_t>(out, 0x46554747);
     put<uint32_t>(out, 3);
@@ -132,7 +143,7 @@ std::vector<uint8_t> GgufWriter::serialize() const {
         put_value(out, v);
     }
     uint64_t offset = 0;
-    std::vector<uint64_t> offsets;
+    offsets.clear();
     for (const auto& t : tensors_) {
         put_string(out, t.name);
         put<uint32_t>(out, uint32_t(t.dims.size()));
@@ -140,28 +151,52 @@ std::vector<uint8_t> GgufWriter::serialize() const {
         put<uint32_t>(out, uint32_t(t.type));
         put<uint64_t>(out, offset);
         offsets.push_back(offset);
-        offset += (t.data.size() + alignment_ - 1) / alignment_ * alignment_;
+        offset += (t.num_bytes + alignment_ - 1) / alignment_ * alignment_;
     }
+    offsets.push_back(offset);  // end of data
     out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+    return out;
+}
+
+std::vector<uint8_t> GgufWriter::serialize() const {
+    std::vector<uint64_t> offsets;
+    std::vector<uint8_t> out = header(offsets);
     const size_t data_start = out.size();
-    out.resize(data_start + offset, 0);
+    out.resize(data_start + offsets.back(), 0);
     for (size_t k = 0; k < tensors_.size(); ++k) {
-        if (!tensors_[k].data.empty()) {
-            std::memcpy(out.data() + data_start + offsets[k], tensors_[k].data.data(), tensors_[k].data.size());
+        uint8_t* dst = out.data() + data_start + offsets[k];
+        if (tensors_[k].fill) {
+            tensors_[k].fill(dst, tensors_[k].num_bytes);
+        } else if (!tensors_[k].data.empty()) {
+            std::memcpy(dst, tensors_[k].data.data(), tensors_[k].data.size());
         }
     }
     return out;
 }
 
-Status GgufWriter::write(const std::string& path) const {
-    const std::vector<uint8_t> bytes = serialize();
+Status GgufWriter::write(const std::string& path, const std::function<void(size_t, size_t)>& progress) const {
+    std::vector<uint64_t> offsets;
+    const std::vector<uint8_t> head = header(offsets);
     std::FILE* f = std::fopen(path.c_str(), "wb");
     if (!f) return make_error(ErrorCode::kIo, "cannot create '{}': {}", path, std::strerror(errno));
-    const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
-    const bool closed = std::fclose(f) == 0;
-    if (n != bytes.size() || !closed) {
-        return make_error(ErrorCode::kIo, "cannot write '{}': {}", path, std::strerror(errno));
+    bool ok = std::fwrite(head.data(), 1, head.size(), f) == head.size();
+    std::vector<uint8_t> buf;
+    size_t done = 0;
+    for (size_t k = 0; k < tensors_.size() && ok; ++k) {
+        const Tensor& t = tensors_[k];
+        const size_t padded = size_t(offsets[k + 1] - offsets[k]);
+        buf.assign(padded, 0);
+        if (t.fill) {
+            t.fill(buf.data(), t.num_bytes);
+        } else if (!t.data.empty()) {
+            std::memcpy(buf.data(), t.data.data(), t.data.size());
+        }
+        ok = std::fwrite(buf.data(), 1, padded, f) == padded;
+        done += padded;
+        if (progress) progress(done, size_t(offsets.back()));
     }
+    const bool closed = std::fclose(f) == 0;
+    if (!ok || !closed) return make_error(ErrorCode::kIo, "cannot write '{}': {}", path, std::strerror(errno));
     return ok_status();
 }
 

@@ -3,6 +3,7 @@
 // and writes it out. Used by tests and `pagoda model make-test`. Not thread-safe.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,9 +26,15 @@ class GgufWriter {
     // dims in ggml order (dims[0] contiguous); data must be exactly the type's byte size.
     void add_tensor(const std::string& name, TensorType type, std::vector<uint64_t> dims,
                     std::vector<uint8_t> data);
+    // A tensor whose bytes are produced by `fill` while writing (out has the type's byte
+    // size), so multi-gigabyte files never sit in memory whole.
+    using Fill = std::function<void(uint8_t* out, size_t num_bytes)>;
+    void add_tensor_lazy(const std::string& name, TensorType type, std::vector<uint64_t> dims, Fill fill);
 
     std::vector<uint8_t> serialize() const;
-    Status write(const std::string& path) const;
+    // Streams the file: header, then each tensor's bytes in turn. `progress` (may be
+    // empty) is called after each tensor with (done, total) bytes.
+    Status write(const std::string& path, const std::function<void(size_t, size_t)>& progress = {}) const;
 
   private:
     struct Tensor {
@@ -35,7 +42,10 @@ class GgufWriter {
         TensorType type;
         std::vector<uint64_t> dims;
         std::vector<uint8_t> data;
+        Fill fill;        // used when data is empty
+        size_t num_bytes;
     };
+    std::vector<uint8_t> header(std::vector<uint64_t>& offsets) const;
     std::vector<std::pair<std::string, GgufValue>> kv_;
     std::vector<Tensor> tensors_;
     uint64_t alignment_ = 32;

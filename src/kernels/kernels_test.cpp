@@ -71,7 +71,7 @@ TEST_P(MatmulVsRef, Matches) {
     const auto wbytes = make_weights(type, rows, cols, 7);
     const WeightView w{type, rows, cols, wbytes.data()};
     const auto x = randn(size_t(m * cols), 11);
-    std::vector<float> want(size_t(m * rows)), got(size_t(m * rows));
+    std::vector<float> want(static_cast<size_t>(m * rows)), got(size_t(m * rows));
     ref::matmul(w, x.data(), m, want.data());
     if (type == TensorType::kQ8_0 || type == TensorType::kQ4_0) {
         cpu::matmul(w, x.data(), m, got.data());

@@ -18,7 +18,7 @@ void set_num_threads(int n) { omp_set_num_threads(n); }
 void matmul(const WeightView& w, const float* x, int m, float* y) {
     if (w.type != TensorType::kQ8_0 && w.type != TensorType::kQ4_0) {
         // Dense types normally go through DenseMatmul; this path serves odd shapes only.
-        std::vector<float> row(size_t(w.cols));
+        std::vector<float> row(static_cast<size_t>(w.cols));
         for (int64_t r = 0; r < w.rows; ++r) {
             ref::dequantize_row(w, r, row.data());
             for (int i = 0; i < m; ++i) {

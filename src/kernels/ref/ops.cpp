@@ -1,6 +1,8 @@
 #include "kernels/ref/ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "base/check.h"
@@ -47,8 +49,52 @@ void dequantize_row(const WeightView& w, int64_t r, float* out) {
     }
 }
 
+void quantize_row(TensorType type, const float* x, int64_t n, uint8_t* out) {
+    switch (type) {
+        case TensorType::kF32: std::memcpy(out, x, size_t(n) * 4); return;
+        case TensorType::kF16:
+            for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(out)[i] = float_to_fp16(x[i]);
+            return;
+        case TensorType::kBF16:
+            for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(out)[i] = float_to_bf16(x[i]);
+            return;
+        case TensorType::kQ8_0: {
+            auto* b = reinterpret_cast<BlockQ8_0*>(out);
+            for (int64_t k = 0; k < n / 32; ++k) {
+                float amax = 0.0f;
+                for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[k * 32 + j]));
+                const float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+                b[k].d = float_to_fp16(d);
+                for (int j = 0; j < 32; ++j) b[k].qs[j] = int8_t(std::lrintf(x[k * 32 + j] * id));
+            }
+            return;
+        }
+        case TensorType::kQ4_0: {
+            auto* b = reinterpret_cast<BlockQ4_0*>(out);
+            for (int64_t k = 0; k < n / 32; ++k) {
+                float amax = 0.0f, mx = 0.0f;  // value with the largest magnitude, with its sign
+                for (int j = 0; j < 32; ++j) {
+                    if (std::fabs(x[k * 32 + j]) > amax) {
+                        amax = std::fabs(x[k * 32 + j]);
+                        mx = x[k * 32 + j];
+                    }
+                }
+                const float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+                b[k].d = float_to_fp16(d);
+                for (int j = 0; j < 16; ++j) {
+                    const int lo = std::min(15, int(x[k * 32 + j] * id + 8.5f));
+                    const int hi = std::min(15, int(x[k * 32 + 16 + j] * id + 8.5f));
+                    b[k].qs[j] = uint8_t(std::max(0, lo) | (std::max(0, hi) << 4));
+                }
+            }
+            return;
+        }
+        default: PAGODA_CHECK(false) << "quantize_row: unsupported type " << uint32_t(type);
+    }
+}
+
 void matmul(const WeightView& w, const float* x, int m, float* y) {
-    std::vector<float> row(size_t(w.cols));
+    std::vector<float> row(static_cast<size_t>(w.cols));
     for (int64_t r = 0; r < w.rows; ++r) {
         dequantize_row(w, r, row.data());
         for (int i = 0; i < m; ++i) {

@@ -10,6 +10,9 @@ namespace pagoda::kernels::ref {
 
 // Dequantizes row r of w into out[w.cols]. Supports F32, F16, BF16, Q8_0, Q4_0.
 void dequantize_row(const WeightView& w, int64_t r, float* out);
+// Quantizes n floats (n a multiple of the block size) into `type` (F32, F16, BF16, Q8_0,
+// Q4_0) at out, which holds the type's byte size for n elements.
+void quantize_row(TensorType type, const float* x, int64_t n, uint8_t* out);
 // y[m][w.rows] = x[m][w.cols] * W^T.
 void matmul(const WeightView& w, const float* x, int m, float* y);
 // out[n] = x[n] / rms(x) * weight[n].

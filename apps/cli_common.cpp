@@ -1,0 +1,71 @@
+#include "apps/cli_common.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+namespace pagoda::app {
+
+std::string default_model_path() {
+    // Installed next to the binary's source tree; override with -m.
+    return PAGODA_DEFAULT_MODEL;
+}
+
+Result<int64_t> parse_memory(const std::string& s) {
+    if (s.empty()) return make_error(ErrorCode::kInvalidArgument, "empty memory size");
+    size_t end = 0;
+    double v = 0;
+    try {
+        v = std::stod(s, &end);
+    } catch (...) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "memory size '{}' is not a number (examples: 512MiB, 2GiB, 1G, 0.25 for a fraction of RAM)", s);
+    }
+    std::string unit = s.substr(end);
+    double mult = 1;
+    if (unit.empty()) {
+        if (v > 0 && v < 1) {
+            const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+            return int64_t(v * ram);
+        }
+    } else if (unit == "K" || unit == "KB") {
+        mult = 1e3;
+    } else if (unit == "KiB") {
+        mult = 1024;
+    } else if (unit == "M" || unit == "MB") {
+        mult = 1e6;
+    } else if (unit == "MiB") {
+        mult = 1024.0 * 1024;
+    } else if (unit == "G" || unit == "GB") {
+        mult = 1e9;
+    } else if (unit == "GiB") {
+        mult = 1024.0 * 1024 * 1024;
+    } else {
+        return make_error(ErrorCode::kInvalidArgument, "memory size '{}': unknown unit '{}' (allowed: K, KiB, M, MiB, G, GiB)",
+                          s, unit);
+    }
+    if (!(v > 0) || !std::isfinite(v)) {
+        return make_error(ErrorCode::kInvalidArgument, "memory size '{}' must be positive", s);
+    }
+    return int64_t(v * mult);
+}
+
+int fail(const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.message.c_str());
+    return 1;
+}
+
+void progress_bar(const char* what, size_t done, size_t total) {
+    if (!isatty(STDERR_FILENO) || total == 0) return;
+    const int width = 40;
+    const int filled = int(double(done) / double(total) * width);
+    std::fprintf(stderr, "\r%s [%.*s%*s] %5.1f%% (%.2f / %.2f GB)", what, filled,
+                 "########################################", width - filled, "", 100.0 * double(done) / double(total),
+                 double(done) / 1e9, double(total) / 1e9);
+    if (done >= total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+}
+
+}  // namespace pagoda::app

@@ -1,0 +1,21 @@
+#pragma once
+// Shared helpers of the pagoda CLI subcommands: flag parsing helpers, error reporting,
+// the bundled model path. Used only by apps/.
+
+#include <cstdint>
+#include <string>
+
+#include "base/result.h"
+
+namespace pagoda::app {
+
+// The model used when -m is not given.
+std::string default_model_path();
+// "256MiB", "2G", "1073741824", or a fraction of physical RAM like "0.25".
+Result<int64_t> parse_memory(const std::string& s);
+// Prints "error: <message>" on one line to stderr and returns exit code 1.
+int fail(const Error& e);
+// A one-line progress bar on stderr (only when stderr is a terminal).
+void progress_bar(const char* what, size_t done, size_t total);
+
+}  // namespace pagoda::app

@@ -1,0 +1,17 @@
+#pragma once
+// Subcommand registration for the pagoda CLI. Each add_* declares its flags and, when
+// its subcommand is chosen, sets `action` to the function that runs it.
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace pagoda::app {
+
+void add_generate(CLI::App& app, std::function<int()>& action);
+void add_tokenize(CLI::App& app, std::function<int()>& action);
+void add_model(CLI::App& app, std::function<int()>& action);
+
+}  // namespace pagoda::app

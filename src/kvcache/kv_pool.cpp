@@ -1,0 +1,93 @@
+#include "kvcache/kv_pool.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "base/check.h"
+
+namespace pagoda::kvcache {
+
+Status KvCacheConfig::validate() const {
+    bool ok = false;
+    for (int b : kAllowedBlockSizes) ok = ok || b == block_size;
+    if (!ok) {
+        return make_error(ErrorCode::kInvalidArgument, "block size {} is not allowed (allowed: 8, 16, 32, 48, 64, 128)",
+                          block_size);
+    }
+    if (num_blocks < 0) return make_error(ErrorCode::kInvalidArgument, "num_blocks must be >= 0, got {}", num_blocks);
+    if (num_blocks == 0 && memory_bytes <= 0) {
+        return make_error(ErrorCode::kInvalidArgument, "KV cache memory must be > 0 bytes, got {}", memory_bytes);
+    }
+    return ok_status();
+}
+
+Result<KvDtype> parse_kv_dtype(const std::string& s) {
+    if (s == "f32" || s == "float32" || s == "auto") return KvDtype::kF32;
+    if (s == "f16" || s == "fp16" || s == "float16") return KvDtype::kF16;
+    if (s == "bf16" || s == "bfloat16") return KvDtype::kBF16;
+    return make_error(ErrorCode::kInvalidArgument, "KV cache dtype '{}' is not supported (allowed: f32, f16, bf16)", s);
+}
+
+const char* kv_dtype_name(KvDtype t) {
+    switch (t) {
+        case KvDtype::kF32: return "f32";
+        case KvDtype::kF16: return "f16";
+        case KvDtype::kBF16: return "bf16";
+    }
+    return "?";
+}
+
+void KvPool::FreeDeleter::operator()(void* p) const { std::free(p); }
+
+size_t KvPool::bytes_per_block() const {
+    return size_t(2) * size_t(num_layers_) * size_t(num_kv_heads_) * size_t(cfg_.block_size) * size_t(head_dim_) *
+           kernels::kv_dtype_bytes(cfg_.dtype);
+}
+
+Result<KvPool> KvPool::create(const KvCacheConfig& cfg, int num_layers, int num_kv_heads, int head_dim) {
+    PAGODA_TRY(cfg.validate());
+    KvPool p;
+    p.cfg_ = cfg;
+    p.num_layers_ = num_layers;
+    p.num_kv_heads_ = num_kv_heads;
+    p.head_dim_ = head_dim;
+    const size_t per_block = p.bytes_per_block();
+    p.num_blocks_ = cfg.num_blocks > 0 ? cfg.num_blocks : int64_t(size_t(cfg.memory_bytes) / per_block);
+    if (p.num_blocks_ < 1) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "KV cache memory {} bytes holds no block of {} bytes (block size {}); raise --kv-cache-memory",
+                          cfg.memory_bytes, per_block, cfg.block_size);
+    }
+    const size_t total = (per_block * size_t(p.num_blocks_) + 63) / 64 * 64;
+    void* mem = std::aligned_alloc(64, total);
+    if (!mem) return make_error(ErrorCode::kOutOfRange, "cannot allocate {} bytes of KV cache", total);
+    std::memset(mem, 0, total);
+    p.memory_.reset(static_cast<uint8_t*>(mem));
+    return p;
+}
+
+kernels::PagedKv KvPool::layer(int l) const {
+    PAGODA_CHECK(l >= 0 && l < num_layers_) << l;
+    const size_t pool_bytes = bytes_per_block() / size_t(2 * num_layers_) * size_t(num_blocks_);
+    uint8_t* base = memory_.get() + size_t(2 * l) * pool_bytes;
+    return kernels::PagedKv{base, base + pool_bytes, cfg_.dtype, cfg_.block_size, num_kv_heads_, head_dim_};
+}
+
+BlockAllocator::BlockAllocator(int64_t num_blocks) : total_(num_blocks) {
+    free_.reserve(size_t(num_blocks));
+    for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));
+}
+
+int32_t BlockAllocator::allocate() {
+    if (free_.empty()) return kNoBlock;
+    const int32_t b = free_.back();
+    free_.pop_back();
+    return b;
+}
+
+void BlockAllocator::free(int32_t block) {
+    PAGODA_CHECK(block >= 0 && block < total_) << block;
+    free_.push_back(block);
+}
+
+}  // namespace pagoda::kvcache

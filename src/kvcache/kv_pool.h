@@ -1,0 +1,85 @@
+#pragma once
+// KvPool: the KV cache memory. Per layer, one K pool and one V pool of `num_blocks`
+// blocks, each [num_kv_heads][block_size][head_dim] (head-major inside a block, so decode
+// attention streams contiguous rows). KvView hands the model per-layer PagedKv views.
+// Owned by the engine thread; the pool memory itself is written only by forward().
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "kernels/types.h"
+
+namespace pagoda::kvcache {
+
+using kernels::KvDtype;
+
+inline constexpr int kAllowedBlockSizes[] = {8, 16, 32, 48, 64, 128};
+
+struct KvCacheConfig {
+    int block_size = 16;                  // token slots per block
+    KvDtype dtype = KvDtype::kF32;        // storage type of K and V
+    int64_t num_blocks = 0;               // 0: derive from memory_bytes
+    int64_t memory_bytes = 256ll << 20;   // budget when num_blocks == 0
+
+    Status validate() const;
+};
+
+Result<KvDtype> parse_kv_dtype(const std::string& s);
+const char* kv_dtype_name(KvDtype t);
+
+class KvPool {
+  public:
+    static Result<KvPool> create(const KvCacheConfig& cfg, int num_layers, int num_kv_heads, int head_dim);
+
+    int block_size() const { return cfg_.block_size; }
+    int64_t num_blocks() const { return num_blocks_; }
+    int num_layers() const { return num_layers_; }
+    KvDtype dtype() const { return cfg_.dtype; }
+    size_t bytes_per_block() const;  // all layers, K and V
+    size_t total_bytes() const { return bytes_per_block() * size_t(num_blocks_); }
+    kernels::PagedKv layer(int l) const;
+
+  private:
+    struct FreeDeleter {
+        void operator()(void* p) const;
+    };
+    KvCacheConfig cfg_;
+    int num_layers_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
+    int64_t num_blocks_ = 0;
+    std::unique_ptr<uint8_t, FreeDeleter> memory_;
+};
+
+// Simple free-list allocator over a pool's block ids. Not thread-safe (engine thread).
+class BlockAllocator {
+  public:
+    explicit BlockAllocator(int64_t num_blocks);
+    // Returns kNoBlock when the pool is exhausted.
+    int32_t allocate();
+    void free(int32_t block);
+    int64_t num_free() const { return int64_t(free_.size()); }
+    int64_t num_total() const { return total_; }
+    static constexpr int32_t kNoBlock = -1;
+
+  private:
+    int64_t total_;
+    std::vector<int32_t> free_;
+};
+
+// The per-sequence block table: block ids in position order.
+using BlockTable = std::vector<int32_t>;
+
+// What forward() sees of the cache: one PagedKv per layer.
+class KvView {
+  public:
+    explicit KvView(const KvPool& pool) : pool_(&pool) {}
+    kernels::PagedKv layer(int l) const { return pool_->layer(l); }
+    int block_size() const { return pool_->block_size(); }
+
+  private:
+    const KvPool* pool_;
+};
+
+}  // namespace pagoda::kvcache

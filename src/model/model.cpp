@@ -1,0 +1,185 @@
+#include "model/model.h"
+
+#include <cmath>
+
+#include "base/log.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/ref/ops.h"
+
+namespace pagoda::model {
+
+Result<OpenedGguf> open_gguf(const std::string& path) {
+    OpenedGguf o;
+    PAGODA_ASSIGN_OR_RETURN(o.file, MappedFile::open(path));
+    PAGODA_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::parse(o.file.bytes(), path));
+    o.gguf = std::make_unique<formats::GgufFile>(std::move(g));
+    return o;
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, LoadOptions opts) {
+    std::unique_ptr<Model> m(new Model());
+    PAGODA_ASSIGN_OR_RETURN(OpenedGguf o, open_gguf(path));
+    m->file_ = std::move(o.file);
+    m->gguf_ = std::move(o.gguf);
+    const formats::GgufFile& g = *m->gguf_;
+    PAGODA_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
+    m->arch_ = find_architecture(arch);
+    if (!m->arch_) {
+        std::string known;
+        for (const auto& n : architecture_names()) known += (known.empty() ? "" : ", ") + n;
+        return make_error(ErrorCode::kUnsupported, "{}: architecture '{}' is not supported (supported: {})", path, arch,
+                          known);
+    }
+    PAGODA_ASSIGN_OR_RETURN(m->cfg_, read_config(g, arch));
+    if (g.tensors().empty()) {
+        return make_error(ErrorCode::kInvalidFile, "{}: the file has no tensors (a vocab-only file cannot generate)",
+                          path);
+    }
+    PAGODA_ASSIGN_OR_RETURN(m->weights_, Weights::load(g, *m->arch_, m->cfg_, opts.pack));
+    if (!m->weights_.rope_freqs.empty()) m->cfg_.rope.freq_factors = m->weights_.rope_freqs.data();
+    if (arch == "mistral") {
+        const int64_t window = g.get_int_or("mistral.attention.sliding_window", 0);
+        if (window > 0 && window < m->cfg_.context_length) m->cfg_.context_length = int(window);
+    }
+    PAGODA_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(g));
+    if (tok.vocab().size() > m->cfg_.vocab_size) {
+        return make_error(ErrorCode::kInvalidFile, "{}: tokenizer has {} tokens but the embedding only {} rows", path,
+                          tok.vocab().size(), m->cfg_.vocab_size);
+    }
+    m->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+    return m;
+}
+
+void Model::embed(const ForwardBatch& b, float* x) const {
+    for (int32_t t = 0; t < b.num_tokens(); ++t) {
+        kernels::ref::dequantize_row(weights_.token_embd, b.token_ids[size_t(t)], x + size_t(t) * size_t(cfg_.dim));
+    }
+}
+
+Status Model::check_batch(const ForwardBatch& b, int block_size) const {
+    int32_t covered = 0;
+    for (const SeqSpan& s : b.seqs) {
+        if (s.token_start != covered || s.num_tokens <= 0) {
+            return make_error(ErrorCode::kInvalidArgument, "forward: sequence spans must tile the batch in order");
+        }
+        covered += s.num_tokens;
+        const int64_t need = (int64_t(s.pos_start) + s.num_tokens + block_size - 1) / block_size;
+        if (int64_t(s.block_table.size()) < need) {
+            return make_error(ErrorCode::kInvalidArgument, "forward: block table has {} blocks, {} needed",
+                              s.block_table.size(), need);
+        }
+        if (s.pos_start + s.num_tokens > cfg_.context_length) {
+            return make_error(ErrorCode::kOutOfRange, "forward: position {} exceeds the context length {}",
+                              s.pos_start + s.num_tokens, cfg_.context_length);
+        }
+    }
+    if (covered != b.num_tokens()) {
+        return make_error(ErrorCode::kInvalidArgument, "forward: spans cover {} of {} tokens", covered, b.num_tokens());
+    }
+    for (int32_t id : b.token_ids) {
+        if (id < 0 || id >= cfg_.vocab_size) {
+            return make_error(ErrorCode::kInvalidArgument, "forward: token id {} outside vocabulary of {}", id,
+                              cfg_.vocab_size);
+        }
+    }
+    for (int32_t r : b.logits_rows) {
+        if (r < 0 || r >= b.num_tokens()) {
+            return make_error(ErrorCode::kInvalidArgument, "forward: logits row {} outside batch", r);
+        }
+    }
+    return ok_status();
+}
+
+Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vector<float>& logits) {
+    PAGODA_TRY(check_batch(b, kv.block_size()));
+    const int T = b.num_tokens();
+    const int D = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.ffn_dim, HD = cfg_.head_dim;
+    auto grow = [](std::vector<float>& v, size_t n) {
+        if (v.size() < n) v.resize(n);
+    };
+    grow(s_.x, size_t(T) * D);
+    grow(s_.h, size_t(T) * D);
+    grow(s_.q, size_t(T) * QD);
+    grow(s_.k, size_t(T) * KVD);
+    grow(s_.v, size_t(T) * KVD);
+    grow(s_.att, size_t(T) * QD);
+    grow(s_.o, size_t(T) * D);
+    grow(s_.gate, size_t(T) * F);
+    grow(s_.up, size_t(T) * F);
+    float *x = s_.x.data(), *h = s_.h.data(), *q = s_.q.data(), *k = s_.k.data(), *v = s_.v.data();
+
+    // Per-row position and the attention description of each sequence.
+    std::vector<int32_t> pos(static_cast<size_t>(T));
+    std::vector<int32_t> seq_of(static_cast<size_t>(T));
+    std::vector<kernels::AttentionSeq> aseqs;
+    std::vector<int> row_offsets;
+    for (size_t s = 0; s < b.seqs.size(); ++s) {
+        const SeqSpan& sp = b.seqs[s];
+        for (int32_t i = 0; i < sp.num_tokens; ++i) {
+            pos[size_t(sp.token_start + i)] = sp.pos_start + i;
+            seq_of[size_t(sp.token_start + i)] = int32_t(s);
+        }
+        aseqs.push_back({sp.block_table.data(), sp.num_tokens, sp.pos_start});
+        row_offsets.push_back(sp.token_start);
+    }
+    const kernels::AttentionShape ashape{cfg_.num_heads, 1.0f / std::sqrt(float(HD)), QD, QD};
+
+    // 1. Token embeddings.
+    embed(b, x);
+    for (int l = 0; l < cfg_.num_layers; ++l) {
+        const LayerWeights& L = weights_.layers[size_t(l)];
+        const kernels::PagedKv pkv = kv.layer(l);
+        // 2. Attention block: norm, Q/K/V projections.
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < T; ++t) {
+            kernels::cpu::rmsnorm(x + size_t(t) * D, L.attn_norm.data(), D, cfg_.rms_eps, h + size_t(t) * D);
+        }
+        L.wq.forward(h, T, q);
+        L.wk.forward(h, T, k);
+        L.wv.forward(h, T, v);
+        // 3. Optional per-head Q/K norm (qwen3), RoPE, and K/V into the paged cache.
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < T; ++t) {
+            float* qt = q + size_t(t) * QD;
+            float* kt = k + size_t(t) * KVD;
+            if (cfg_.qk_norm) {
+                for (int hh = 0; hh < cfg_.num_heads; ++hh) kernels::cpu::rmsnorm(qt + hh * HD, L.q_norm.data(), HD, cfg_.rms_eps, qt + hh * HD);
+                for (int hh = 0; hh < cfg_.num_kv_heads; ++hh) kernels::cpu::rmsnorm(kt + hh * HD, L.k_norm.data(), HD, cfg_.rms_eps, kt + hh * HD);
+            }
+            kernels::cpu::rope(qt, cfg_.num_heads, HD, pos[size_t(t)], cfg_.rope);
+            kernels::cpu::rope(kt, cfg_.num_kv_heads, HD, pos[size_t(t)], cfg_.rope);
+            kernels::cpu::kv_write(pkv, b.seqs[size_t(seq_of[size_t(t)])].block_table.data(), pos[size_t(t)], kt,
+                                   v + size_t(t) * KVD);
+        }
+        // 4. Causal attention over each sequence's blocks, output projection, residual.
+        kernels::cpu::paged_attention_batch(pkv, ashape, aseqs, row_offsets, q, s_.att.data());
+        L.wo.forward(s_.att.data(), T, s_.o.data());
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < T; ++t) {
+            kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
+            kernels::cpu::rmsnorm(x + size_t(t) * D, L.ffn_norm.data(), D, cfg_.rms_eps, h + size_t(t) * D);
+        }
+        // 5. SwiGLU feed-forward and residual.
+        L.w_gate.forward(h, T, s_.gate.data());
+        L.w_up.forward(h, T, s_.up.data());
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < T; ++t) {
+            kernels::cpu::swiglu(s_.gate.data() + size_t(t) * F, s_.up.data() + size_t(t) * F, F,
+                                 s_.gate.data() + size_t(t) * F);
+        }
+        L.w_down.forward(s_.gate.data(), T, s_.o.data());
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < T; ++t) kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
+    }
+    // 6. Final norm and logits, only for the rows asked for.
+    const int R = int(b.logits_rows.size());
+    for (int r = 0; r < R; ++r) {
+        kernels::cpu::rmsnorm(x + size_t(b.logits_rows[size_t(r)]) * D, weights_.output_norm.data(), D, cfg_.rms_eps,
+                              h + size_t(r) * D);
+    }
+    logits.resize(size_t(R) * size_t(cfg_.vocab_size));
+    if (R > 0) weights_.output.forward(h, R, logits.data());
+    return ok_status();
+}
+
+}  // namespace pagoda::model

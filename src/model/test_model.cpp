@@ -1,0 +1,171 @@
+#include "model/test_model.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "base/mapped_file.h"
+#include "formats/gguf_writer.h"
+#include "kernels/ref/ops.h"
+
+namespace pagoda::model {
+
+using formats::TensorType;
+
+const std::vector<ModelShape>& known_shapes() {
+    static const std::vector<ModelShape> s = {
+        // name, arch, layers, dim, heads, kv heads, ffn, vocab, ctx, rope base, tied
+        {"stories260k", "llama", 5, 64, 8, 4, 172, 512, 2048, 10000.0f, false},
+        {"tiny-gqa", "llama", 2, 64, 4, 2, 96, 512, 1024, 10000.0f, false},
+        {"tiny-qwen2", "qwen2", 2, 64, 4, 2, 96, 512, 1024, 1000000.0f, true},
+        {"tiny-qwen3", "qwen3", 2, 64, 4, 2, 96, 512, 1024, 1000000.0f, true},
+        {"smollm2-135m", "llama", 30, 576, 9, 3, 1536, 49152, 8192, 100000.0f, true},
+        {"qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 4864, 151936, 32768, 1000000.0f, true},
+        {"tinyllama-1.1b", "llama", 22, 2048, 32, 4, 5632, 32000, 2048, 10000.0f, false},
+        {"llama-3.2-1b", "llama", 16, 2048, 32, 8, 8192, 128256, 131072, 500000.0f, true},
+        {"llama-3-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 8192, 500000.0f, false},
+    };
+    return s;
+}
+
+Result<ModelShape> find_shape(const std::string& name) {
+    std::string known;
+    for (const auto& s : known_shapes()) {
+        if (s.name == name) return s;
+        known += (known.empty() ? "" : ", ") + s.name;
+    }
+    return make_error(ErrorCode::kInvalidArgument, "unknown shape '{}' (known: {})", name, known);
+}
+
+namespace {
+
+// splitmix64: a fast, seedable generator; uniform values with the requested std.
+struct Rng {
+    uint64_t s;
+    uint64_t next() {
+        uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    float uniform(float std) {  // U(-a, a) with a = std * sqrt(3)
+        const float u = float(next() >> 40) * (1.0f / 16777216.0f);
+        return (2.0f * u - 1.0f) * std * 1.7320508f;
+    }
+};
+
+// Fills a [rows x cols] tensor of `type` with random values, quantizing row by row.
+formats::GgufWriter::Fill random_fill(TensorType type, int64_t rows, int64_t cols, float std, uint64_t seed) {
+    return [=](uint8_t* out, size_t /*num_bytes*/) {
+        const auto tr = formats::tensor_type_traits(uint32_t(type));
+        const size_t row_bytes = size_t(cols) / tr->block_elems * tr->block_bytes;
+#pragma omp parallel
+        {
+            std::vector<float> row(static_cast<size_t>(cols));
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < rows; ++r) {
+                Rng rng{seed * 0x100000001b3ull + uint64_t(r)};
+                for (auto& v : row) v = rng.uniform(std);
+                kernels::ref::quantize_row(type, row.data(), cols, out + size_t(r) * row_bytes);
+            }
+        }
+    };
+}
+
+formats::GgufWriter::Fill const_fill(int64_t n, float value) {
+    return [=](uint8_t* out, size_t) {
+        for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * 4, &value, 4);
+    };
+}
+
+}  // namespace
+
+Status write_test_model(const TestModelOptions& o, const std::function<void(size_t, size_t)>& progress) {
+    const ModelShape& s = o.shape;
+    if (o.dtype != TensorType::kF32 && o.dtype != TensorType::kF16 && o.dtype != TensorType::kBF16 &&
+        o.dtype != TensorType::kQ8_0 && o.dtype != TensorType::kQ4_0) {
+        return make_error(ErrorCode::kInvalidArgument, "dtype {} is not supported (allowed: f32, f16, bf16, q8_0, q4_0)",
+                          formats::tensor_type_name(o.dtype));
+    }
+    PAGODA_ASSIGN_OR_RETURN(MappedFile vf, MappedFile::open(o.vocab_path));
+    PAGODA_ASSIGN_OR_RETURN(formats::GgufFile vg, formats::GgufFile::parse(vf.bytes(), o.vocab_path));
+
+    formats::GgufWriter w;
+    const std::string& a = s.arch;
+    w.add_string("general.architecture", a);
+    w.add_string("general.name", "pagoda-test-" + s.name);
+    w.add_u32(a + ".block_count", uint32_t(s.num_layers));
+    w.add_u32(a + ".embedding_length", uint32_t(s.dim));
+    w.add_u32(a + ".feed_forward_length", uint32_t(s.ffn_dim));
+    w.add_u32(a + ".attention.head_count", uint32_t(s.num_heads));
+    w.add_u32(a + ".attention.head_count_kv", uint32_t(s.num_kv_heads));
+    w.add_u32(a + ".context_length", uint32_t(s.context_length));
+    w.add_u32(a + ".rope.dimension_count", uint32_t(s.dim / s.num_heads));
+    w.add_f32(a + ".rope.freq_base", s.rope_base);
+    w.add_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+
+    // Tokenizer: every tokenizer.* key, token lists padded to the shape's vocabulary.
+    int64_t n_tokens = 0;
+    for (const auto& [key, value] : vg.metadata()) {
+        if (key.rfind("tokenizer.", 0) != 0) continue;
+        formats::GgufValue v = value;
+        if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" || key == "tokenizer.ggml.token_type") {
+            n_tokens = int64_t(v.array.size());
+            if (n_tokens > s.vocab_size) {
+                return make_error(ErrorCode::kInvalidArgument, "vocab '{}' has {} tokens, more than shape {}'s {}",
+                                  o.vocab_path, n_tokens, s.name, s.vocab_size);
+            }
+            for (int64_t k = n_tokens; k < s.vocab_size; ++k) {
+                formats::GgufValue e;
+                e.type = v.elem_type;
+                if (key == "tokenizer.ggml.tokens") e.s = fmt::format("<unused{}>", k);
+                if (key == "tokenizer.ggml.token_type") e.i = 5, e.u = 5;  // unused
+                v.array.push_back(e);
+            }
+        }
+        w.add(key, v);
+    }
+    if (n_tokens == 0) return make_error(ErrorCode::kInvalidFile, "{}: has no tokenizer.ggml.tokens", o.vocab_path);
+
+    const int hd = s.dim / s.num_heads;
+    const int64_t qd = int64_t(s.num_heads) * hd, kvd = int64_t(s.num_kv_heads) * hd;
+    uint64_t tid = o.seed * 1000003ull;
+    const float std = 0.02f, out_std = 0.02f / std::sqrt(2.0f * float(s.num_layers));
+    auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float sd) {
+        w.add_tensor_lazy(name, o.dtype, {uint64_t(cols), uint64_t(rows)}, random_fill(o.dtype, rows, cols, sd, ++tid));
+    };
+    auto norm = [&](const std::string& name, int64_t n) {
+        w.add_tensor_lazy(name, TensorType::kF32, {uint64_t(n)}, const_fill(n, 1.0f));
+    };
+    auto bias = [&](const std::string& name, int64_t n) {
+        w.add_tensor_lazy(name, TensorType::kF32, {uint64_t(n)}, random_fill(TensorType::kF32, 1, n, std, ++tid));
+    };
+    // Embedding rows carry O(1) activations into the first norm.
+    matrix("token_embd.weight", s.vocab_size, s.dim, 1.0f);
+    norm("output_norm.weight", s.dim);
+    if (!s.tied_embeddings) matrix("output.weight", s.vocab_size, s.dim, std);
+    for (int l = 0; l < s.num_layers; ++l) {
+        const std::string p = fmt::format("blk.{}.", l);
+        norm(p + "attn_norm.weight", s.dim);
+        matrix(p + "attn_q.weight", qd, s.dim, std);
+        matrix(p + "attn_k.weight", kvd, s.dim, std);
+        matrix(p + "attn_v.weight", kvd, s.dim, std);
+        if (a == "qwen2") {
+            bias(p + "attn_q.bias", qd);
+            bias(p + "attn_k.bias", kvd);
+            bias(p + "attn_v.bias", kvd);
+        }
+        if (a == "qwen3") {
+            norm(p + "attn_q_norm.weight", hd);
+            norm(p + "attn_k_norm.weight", hd);
+        }
+        matrix(p + "attn_output.weight", s.dim, qd, out_std);
+        norm(p + "ffn_norm.weight", s.dim);
+        matrix(p + "ffn_gate.weight", s.ffn_dim, s.dim, std);
+        matrix(p + "ffn_up.weight", s.ffn_dim, s.dim, std);
+        matrix(p + "ffn_down.weight", s.dim, s.ffn_dim, out_std);
+    }
+    return w.write(o.output_path, progress);
+}
+
+}  // namespace pagoda::model

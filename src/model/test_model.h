@@ -1,0 +1,40 @@
+#pragma once
+// Random-weight GGUF models with the exact shapes of named real models, for speed and
+// memory work (never for quality), and small GQA models for tests. Weights are scaled
+// so activations stay finite through every layer. The tokenizer is copied from a vocab
+// GGUF and padded with unused tokens up to the shape's vocabulary size.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "formats/gguf.h"
+#include "formats/tensor_type.h"
+
+namespace pagoda::model {
+
+struct ModelShape {
+    std::string name;
+    std::string arch;  // llama or qwen2
+    int num_layers, dim, num_heads, num_kv_heads, ffn_dim, vocab_size, context_length;
+    float rope_base;
+    bool tied_embeddings;
+};
+
+const std::vector<ModelShape>& known_shapes();
+Result<ModelShape> find_shape(const std::string& name);
+
+struct TestModelOptions {
+    ModelShape shape;
+    formats::TensorType dtype = formats::TensorType::kF32;  // matrices; norms stay F32
+    uint64_t seed = 1;
+    std::string vocab_path;  // GGUF file to copy tokenizer.* keys from
+    std::string output_path;
+};
+
+// Writes the model; `progress(done_bytes, total_bytes)` may be empty.
+Status write_test_model(const TestModelOptions& opts, const std::function<void(size_t, size_t)>& progress = {});
+
+}  // namespace pagoda::model

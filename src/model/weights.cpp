@@ -1,0 +1,150 @@
+#include "model/weights.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "kernels/ref/ops.h"
+
+namespace pagoda::model {
+
+using formats::TensorType;
+
+bool is_supported_weight_type(TensorType t) {
+    return t == TensorType::kF32 || t == TensorType::kF16 || t == TensorType::kBF16 || t == TensorType::kQ8_0 ||
+           t == TensorType::kQ4_0;
+}
+
+void Linear::forward(const float* x, int m, float* y) const {
+    if (dense) {
+        dense->run(x, m, y);
+    } else {
+        kernels::cpu::matmul(view, x, m, y);
+    }
+    if (!bias.empty()) {
+        for (int i = 0; i < m; ++i) {
+            float* yi = y + size_t(i) * size_t(view.rows);
+            for (int64_t r = 0; r < view.rows; ++r) yi[r] += bias[size_t(r)];
+        }
+    }
+}
+
+namespace {
+
+class Loader {
+  public:
+    Loader(const formats::GgufFile& g, Weights::Pack pack) : g_(g), pack_(pack) {}
+
+    Result<const formats::GgufTensorInfo*> tensor(const std::string& name, std::vector<uint64_t> dims) {
+        const formats::GgufTensorInfo* t = g_.find_tensor(name);
+        if (!t) return make_error(ErrorCode::kInvalidFile, "{}: missing tensor '{}'", g_.source(), name);
+        if (t->dims != dims) {
+            std::string want, got;
+            for (auto d : dims) want += (want.empty() ? "" : " x ") + std::to_string(d);
+            for (auto d : t->dims) got += (got.empty() ? "" : " x ") + std::to_string(d);
+            return make_error(ErrorCode::kInvalidFile, "{}: tensor '{}' has shape [{}], expected [{}]", g_.source(),
+                              name, got, want);
+        }
+        if (!is_supported_weight_type(t->type)) {
+            return make_error(ErrorCode::kUnsupported,
+                              "{}: tensor '{}' has type {}, which is not supported yet (supported: F32, F16, BF16, "
+                              "Q8_0, Q4_0)",
+                              g_.source(), name, formats::tensor_type_name(t->type));
+        }
+        bytes += t->num_bytes;
+        return t;
+    }
+
+    Result<std::vector<float>> vec(const std::string& name, uint64_t n) {
+        PAGODA_ASSIGN_OR_RETURN(const formats::GgufTensorInfo* t, tensor(name, {n}));
+        std::vector<float> out(n);
+        kernels::WeightView v{t->type, 1, int64_t(n), t->data.data()};
+        kernels::ref::dequantize_row(v, 0, out.data());
+        return out;
+    }
+
+    Result<kernels::WeightView> view(const std::string& name, uint64_t rows, uint64_t cols) {
+        PAGODA_ASSIGN_OR_RETURN(const formats::GgufTensorInfo* t, tensor(name, {cols, rows}));
+        return kernels::WeightView{t->type, int64_t(rows), int64_t(cols), t->data.data()};
+    }
+
+    Status linear(const std::string& name, uint64_t rows, uint64_t cols, Linear& out, bool bias = false) {
+        PAGODA_ASSIGN_OR_RETURN(out.view, view(name + ".weight", rows, cols));
+        PAGODA_TRY(pack(out));
+        if (bias) {
+            const std::string bname = name + ".bias";
+            if (!g_.find_tensor(bname)) {
+                return make_error(ErrorCode::kInvalidFile, "{}: missing tensor '{}'", g_.source(), bname);
+            }
+            PAGODA_ASSIGN_OR_RETURN(out.bias, vec(bname, rows));
+        }
+        return ok_status();
+    }
+
+    Status pack(Linear& l) {
+        const TensorType t = l.view.type;
+        if (pack_ == Weights::Pack::kNo || t == TensorType::kQ8_0 || t == TensorType::kQ4_0) return ok_status();
+        PAGODA_ASSIGN_OR_RETURN(l.dense, kernels::cpu::DenseMatmul::create(l.view));
+        packed += l.dense->packed_bytes();
+        return ok_status();
+    }
+
+    size_t bytes = 0;
+    size_t packed = 0;
+
+  private:
+    const formats::GgufFile& g_;
+    Weights::Pack pack_;
+};
+
+}  // namespace
+
+Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& arch, ModelConfig& cfg, Pack pack) {
+    Weights w;
+    Loader ld(g, pack);
+    const formats::GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
+    if (!emb || emb->dims.size() != 2) {
+        return make_error(ErrorCode::kInvalidFile, "{}: missing or malformed tensor 'token_embd.weight'", g.source());
+    }
+    cfg.vocab_size = int(emb->dims[1]);
+    const uint64_t dim = uint64_t(cfg.dim), vocab = uint64_t(cfg.vocab_size);
+    const uint64_t qd = uint64_t(cfg.q_dim()), kvd = uint64_t(cfg.kv_dim()), ffn = uint64_t(cfg.ffn_dim);
+    PAGODA_ASSIGN_OR_RETURN(w.token_embd, ld.view("token_embd.weight", vocab, dim));
+    PAGODA_ASSIGN_OR_RETURN(w.output_norm, ld.vec("output_norm.weight", dim));
+    if (g.find_tensor("output.weight")) {
+        PAGODA_TRY(ld.linear("output", vocab, dim, w.output));
+    } else {
+        w.tied_embeddings = true;
+        w.output.view = w.token_embd;
+        PAGODA_TRY(ld.pack(w.output));
+    }
+    if (g.find_tensor("rope_freqs.weight")) {
+        PAGODA_ASSIGN_OR_RETURN(w.rope_freqs, ld.vec("rope_freqs.weight", uint64_t(cfg.rope.rot_dim / 2)));
+    }
+    cfg.qkv_bias = arch.qkv_bias;
+    cfg.qk_norm = arch.qk_norm;
+    cfg.rope.style = arch.rope_style;
+    w.layers.resize(size_t(cfg.num_layers));
+    for (int l = 0; l < cfg.num_layers; ++l) {
+        LayerWeights& L = w.layers[size_t(l)];
+        const std::string p = fmt::format("blk.{}.", l);
+        PAGODA_ASSIGN_OR_RETURN(L.attn_norm, ld.vec(p + "attn_norm.weight", dim));
+        PAGODA_TRY(ld.linear(p + "attn_q", qd, dim, L.wq, arch.qkv_bias));
+        PAGODA_TRY(ld.linear(p + "attn_k", kvd, dim, L.wk, arch.qkv_bias));
+        PAGODA_TRY(ld.linear(p + "attn_v", kvd, dim, L.wv, arch.qkv_bias));
+        PAGODA_TRY(ld.linear(p + "attn_output", dim, qd, L.wo));
+        if (arch.qk_norm) {
+            PAGODA_ASSIGN_OR_RETURN(L.q_norm, ld.vec(p + "attn_q_norm.weight", uint64_t(cfg.head_dim)));
+            PAGODA_ASSIGN_OR_RETURN(L.k_norm, ld.vec(p + "attn_k_norm.weight", uint64_t(cfg.head_dim)));
+        }
+        PAGODA_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + "ffn_norm.weight", dim));
+        PAGODA_TRY(ld.linear(p + "ffn_gate", ffn, dim, L.w_gate));
+        PAGODA_TRY(ld.linear(p + "ffn_up", ffn, dim, L.w_up));
+        PAGODA_TRY(ld.linear(p + "ffn_down", dim, ffn, L.w_down));
+    }
+    w.file_bytes = ld.bytes;
+    w.packed_bytes = ld.packed;
+    return w;
+}
+
+}  // namespace pagoda::model

@@ -1,0 +1,54 @@
+#pragma once
+// Weights: views of every tensor of a decoder model inside the mmap'ed GGUF file, plus
+// the packed copies the fast kernels need (oneDNN layouts for dense types). Built once
+// at load, read-only afterwards: safe to use from the compute pool.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "formats/gguf.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/types.h"
+#include "model/architecture.h"
+#include "model/config.h"
+
+namespace pagoda::model {
+
+// y = W x (+ b). `view` always points into the file; `dense` is set for F32/F16/BF16.
+struct Linear {
+    kernels::WeightView view;
+    std::unique_ptr<kernels::cpu::DenseMatmul> dense;
+    std::vector<float> bias;  // empty when the layer has none
+
+    // y[m][rows] = x[m][cols] W^T + b, with the fast kernels.
+    void forward(const float* x, int m, float* y) const;
+};
+
+struct LayerWeights {
+    std::vector<float> attn_norm;             // [dim]
+    Linear wq, wk, wv, wo;                    // [q_dim x dim], [kv_dim x dim] x2, [dim x q_dim]
+    std::vector<float> q_norm, k_norm;        // [head_dim] (qwen3) or empty
+    std::vector<float> ffn_norm;              // [dim]
+    Linear w_gate, w_up, w_down;              // [ffn x dim] x2, [dim x ffn]
+};
+
+struct Weights {
+    kernels::WeightView token_embd;           // [vocab x dim], any supported type
+    std::vector<float> output_norm;           // [dim]
+    Linear output;                            // [vocab x dim]; token_embd when tied
+    bool tied_embeddings = false;
+    std::vector<float> rope_freqs;            // [rot_dim/2] or empty
+    std::vector<LayerWeights> layers;
+    size_t file_bytes = 0;                    // tensor bytes in the file
+    size_t packed_bytes = 0;                  // extra bytes of packed copies
+
+    enum class Pack { kYes, kNo };  // kNo: views only (reference forward, `model info`)
+    static Result<Weights> load(const formats::GgufFile& g, const Architecture& arch, ModelConfig& cfg, Pack pack);
+};
+
+// Supported weight types for compute, and whether a type is dense (oneDNN) or block-quantized.
+bool is_supported_weight_type(formats::TensorType t);
+
+}  // namespace pagoda::model
