@@ -204,11 +204,11 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, const std::stri
     PAGODA_ASSIGN_OR_RETURN(uint64_t n_kv, r.read<uint64_t>("metadata count"));
     // Each KV takes at least 8 (key length) + 4 (type) + 1 bytes; each tensor 8 + 4 + 8 + 4 + 8.
     if (n_kv > r.remaining() / 13) {
-        return make_error(ErrorCode::kInvalidFile, "{}: metadata count {} cannot fit in a {}-byte file", src, n_kv,
+        return make_error(ErrorCode::kInvalidFile, "{}: truncated or corrupt: metadata count {} cannot fit in a {}-byte file", src, n_kv,
                           bytes.size());
     }
     if (n_tensors > r.remaining() / 32) {
-        return make_error(ErrorCode::kInvalidFile, "{}: tensor count {} cannot fit in a {}-byte file", src,
+        return make_error(ErrorCode::kInvalidFile, "{}: truncated or corrupt: tensor count {} cannot fit in a {}-byte file", src,
                           n_tensors, bytes.size());
     }
 

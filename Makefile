@@ -1,0 +1,50 @@
+# Pagoda: the two commands a newcomer needs are `make serve` and `make test`.
+BUILD ?= build
+JOBS ?= 2
+BUILD_TYPE ?= Release
+PAGODA := $(BUILD)/apps/pagoda
+
+.PHONY: deps configure build test test-all serve bench clean asan fuzz
+
+deps:
+	@./scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+configure: deps $(BUILD)/build.ninja
+
+build: configure
+	ninja -C $(BUILD) -j$(JOBS)
+
+# Every test but the `slow` label.
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) -LE slow
+
+test-all: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+# For now: generate from the bundled model (the server issue turns this into `pagoda serve`).
+serve: build
+	$(PAGODA) generate -p "Once upon a time" -n 64 --temperature 0
+
+bench: build
+	./scripts/bench-micro.sh
+
+# ASan + UBSan build of the unit tests.
+asan: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPAGODA_SANITIZE=ON -DPAGODA_BENCH=OFF
+	ninja -C build-asan -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS) -L unit
+
+# Short libFuzzer runs of the GGUF parser and the tokenizer (FUZZ_SECONDS each).
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPAGODA_FUZZ=ON -DPAGODA_TESTS=OFF -DPAGODA_BENCH=OFF
+	ninja -C build-fuzz -j$(JOBS) gguf_fuzz tokenizer_fuzz
+	mkdir -p build-fuzz/corpus-gguf build-fuzz/corpus-tokenizer
+	build-fuzz/fuzz/gguf_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 build-fuzz/corpus-gguf fuzz/corpus/gguf
+	build-fuzz/fuzz/tokenizer_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=1024 build-fuzz/corpus-tokenizer fuzz/corpus/tokenizer
+
+clean:
+	rm -rf $(BUILD) build-asan build-fuzz
