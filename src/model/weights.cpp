@@ -18,6 +18,8 @@ bool is_supported_weight_type(TensorType t) {
 void Linear::forward(const float* x, int m, float* y) const {
     if (dense) {
         dense->run(x, m, y);
+    } else if (quant) {
+        quant->run(x, m, y);
     } else {
         kernels::cpu::matmul(view, x, m, y);
     }
@@ -83,7 +85,12 @@ class Loader {
 
     Status pack(Linear& l) {
         const TensorType t = l.view.type;
-        if (pack_ == Weights::Pack::kNo || t == TensorType::kQ8_0 || t == TensorType::kQ4_0) return ok_status();
+        if (pack_ == Weights::Pack::kNo) return ok_status();
+        if (t == TensorType::kQ8_0 || t == TensorType::kQ4_0) {
+            PAGODA_ASSIGN_OR_RETURN(l.quant, kernels::cpu::QuantMatmul::create(l.view));
+            packed += l.quant->packed_bytes();
+            return ok_status();
+        }
         PAGODA_ASSIGN_OR_RETURN(l.dense, kernels::cpu::DenseMatmul::create(l.view));
         packed += l.dense->packed_bytes();
         return ok_status();

@@ -16,10 +16,12 @@
 
 namespace pagoda::model {
 
-// y = W x (+ b). `view` always points into the file; `dense` is set for F32/F16/BF16.
+// y = W x (+ b). `view` always points into the file; `dense` (F32/F16/BF16) or `quant`
+// (Q8_0/Q4_0) holds the packed copy the fast kernels read.
 struct Linear {
     kernels::WeightView view;
     std::unique_ptr<kernels::cpu::DenseMatmul> dense;
+    std::unique_ptr<kernels::cpu::QuantMatmul> quant;  // set for Q8_0/Q4_0
     std::vector<float> bias;  // empty when the layer has none
 
     // y[m][rows] = x[m][cols] W^T + b, with the fast kernels.

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "base/check.h"
@@ -27,23 +28,60 @@ void matmul(const WeightView& w, const float* x, int m, float* y) {
         }
         return;
     }
-    PAGODA_CHECK(w.cols % 32 == 0) << w.cols;
-    const int nb = int(w.cols / 32);
-    std::vector<int8_t> qx(size_t(m) * size_t(w.cols));
+    auto q = QuantMatmul::create(w);
+    PAGODA_CHECK(q.ok()) << q.error().message;
+    (*q)->run(x, m, y);
+}
+
+Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
+    if ((w.type != TensorType::kQ8_0 && w.type != TensorType::kQ4_0) || w.cols % 32 != 0) {
+        return make_error(ErrorCode::kUnsupported, "QuantMatmul: {} with {} columns is not Q8_0/Q4_0 in 32-blocks",
+                          formats::tensor_type_name(w.type), w.cols);
+    }
+    std::unique_ptr<QuantMatmul> q(new QuantMatmul());
+    q->type_ = w.type;
+    q->rows_ = w.rows;
+    q->cols_ = w.cols;
+    const bool q8 = w.type == TensorType::kQ8_0;
+    const int64_t nb = w.cols / 32;
+    q->row_bytes_ = size_t(q8 ? w.cols : w.cols / 2);
+    q->qs_.resize(q->row_bytes_ * size_t(w.rows));
+    q->d_.resize(size_t(nb * w.rows));
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < w.rows; ++r) {
+        const uint8_t* src = w.row(r);
+        uint8_t* dst = q->qs_.data() + size_t(r) * q->row_bytes_;
+        for (int64_t b = 0; b < nb; ++b) {
+            if (q8) {
+                const auto* blk = reinterpret_cast<const formats::BlockQ8_0*>(src) + b;
+                q->d_[size_t(r * nb + b)] = fp16_to_float(blk->d);
+                std::memcpy(dst + b * 32, blk->qs, 32);
+            } else {
+                const auto* blk = reinterpret_cast<const formats::BlockQ4_0*>(src) + b;
+                q->d_[size_t(r * nb + b)] = fp16_to_float(blk->d);
+                std::memcpy(dst + b * 16, blk->qs, 16);
+            }
+        }
+    }
+    return q;
+}
+
+void QuantMatmul::run(const float* x, int m, float* y) const {
+    const int nb = int(cols_ / 32);
+    std::vector<int8_t> qx(size_t(m) * size_t(cols_));
     std::vector<float> dx(size_t(m) * size_t(nb));
 #pragma omp parallel for schedule(static) if (m > 1)
     for (int i = 0; i < m; ++i) {
-        quantize_q8(x + size_t(i) * size_t(w.cols), int(w.cols), qx.data() + size_t(i) * size_t(w.cols),
+        quantize_q8(x + size_t(i) * size_t(cols_), int(cols_), qx.data() + size_t(i) * size_t(cols_),
                     dx.data() + size_t(i) * size_t(nb));
     }
     // Tiles of weight rows: each tile's rows stay in cache while every activation row passes.
     const int64_t tile = m > 4 ? 16 : 64;
-    const int64_t num_tiles = (w.rows + tile - 1) / tile;
-    const size_t rb = w.row_bytes();
+    const int64_t num_tiles = (rows_ + tile - 1) / tile;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t t = 0; t < num_tiles; ++t) {
-        const int64_t r0 = t * tile, r1 = std::min(w.rows, r0 + tile);
-        quant_rows(uint32_t(w.type), w.data, rb, w.rows, w.cols, qx.data(), dx.data(), m, y, r0, r1);
+        const int64_t r0 = t * tile, r1 = std::min(rows_, r0 + tile);
+        quant_rows(uint32_t(type_), qs_.data(), row_bytes_, d_.data(), rows_, cols_, qx.data(), dx.data(), m, y, r0, r1);
     }
 }
 

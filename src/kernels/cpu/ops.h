@@ -40,6 +40,23 @@ void axpy_f32(float a, const float* x, float* y, int n);  // y += a * x
 // Quantizes x[n] (n % 32 == 0) to int8 with one float scale per 32 values.
 void quantize_q8(const float* x, int n, int8_t* q, float* d);
 
+// Q8_0/Q4_0 matmul with weights repacked once (values apart from f32 scales) so the
+// int8 SIMD loop converts no fp16 per block. run() is thread-safe.
+class QuantMatmul {
+  public:
+    static Result<std::unique_ptr<QuantMatmul>> create(const WeightView& w);
+    void run(const float* x, int m, float* y) const;
+    size_t packed_bytes() const { return qs_.size() + d_.size() * sizeof(float); }
+
+  private:
+    QuantMatmul() = default;
+    TensorType type_ = TensorType::kQ8_0;
+    int64_t rows_ = 0, cols_ = 0;
+    size_t row_bytes_ = 0;     // bytes of values per row
+    std::vector<uint8_t> qs_;  // [rows][row_bytes_]
+    std::vector<float> d_;     // [rows][cols / 32]
+};
+
 // Dense (F32/F16/BF16) matmul through oneDNN with weights packed once at creation.
 // One primitive per batch size, built on first use and cached. run() is thread-safe.
 class DenseMatmul {

@@ -101,30 +101,43 @@ void QuantizeQ8(const float* x, int n, int8_t* q, float* dscale) {
     }
 }
 
-// One weight row (Q8_0) against one quantized activation row.
-HWY_INLINE float DotQ8Row(const formats::BlockQ8_0* w, const int8_t* qx, const float* dx, int nb) {
+// One weight row (Q8_0, repacked: int8 values, float scales) against one quantized
+// activation row.
+HWY_INLINE float DotQ8Row(const int8_t* wq, const float* wd, const int8_t* qx, const float* dx, int nb) {
     const hn::CappedTag<int16_t, 32> d16;
     const hn::Rebind<int8_t, decltype(d16)> d8;
     const hn::Repartition<int32_t, decltype(d16)> d32;
     const hn::Rebind<float, decltype(d32)> df;
     const int N = int(hn::Lanes(d16));
-    auto acc = hn::Zero(df);
-    for (int b = 0; b < nb; ++b) {
+    auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {  // two blocks per iteration: two independent chains
+        auto s0 = hn::Zero(d32), s1 = hn::Zero(d32), t0 = hn::Zero(d32), t1 = hn::Zero(d32);
+        for (int j = 0; j < 32; j += N) {
+            s0 = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LoadU(d8, wq + b * 32 + j)),
+                                               hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j)), s0, s1);
+            t0 = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LoadU(d8, wq + b * 32 + 32 + j)),
+                                               hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + 32 + j)), t0, t1);
+        }
+        acc0 = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, wd[b] * dx[b]), acc0);
+        acc1 = hn::MulAdd(hn::ConvertTo(df, hn::Add(t0, t1)), hn::Set(df, wd[b + 1] * dx[b + 1]), acc1);
+    }
+    for (; b < nb; ++b) {
         auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
         for (int j = 0; j < 32; j += N) {
-            const auto vw = hn::PromoteTo(d16, hn::LoadU(d8, w[b].qs + j));
-            const auto vx = hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j));
-            s0 = hn::ReorderWidenMulAccumulate(d32, vw, vx, s0, s1);
+            s0 = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LoadU(d8, wq + b * 32 + j)),
+                                               hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j)), s0, s1);
         }
-        const float scale = fp16_to_float(w[b].d) * dx[b];
-        acc = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, scale), acc);
+        acc0 = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, wd[b] * dx[b]), acc0);
     }
-    return hn::GetLane(hn::SumOfLanes(df, acc));
+    return hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
 }
 
-// One weight row (Q4_0) against one quantized activation row.
-HWY_INLINE float DotQ4Row(const formats::BlockQ4_0* w, const int8_t* qx, const float* dx, int nb) {
+// One weight row (Q4_0, repacked: 16 bytes of nibbles per block, float scales) against
+// one quantized activation row.
+HWY_INLINE float DotQ4Row(const uint8_t* wq, const float* wd, const int8_t* qx, const float* dx, int nb) {
     const hn::CappedTag<int16_t, 16> d16;
+    const hn::RebindToUnsigned<decltype(d16)> du16;
     const hn::Rebind<uint8_t, decltype(d16)> du8;
     const hn::Rebind<int8_t, decltype(d16)> d8;
     const hn::Repartition<int32_t, decltype(d16)> d32;
@@ -136,34 +149,32 @@ HWY_INLINE float DotQ4Row(const formats::BlockQ4_0* w, const int8_t* qx, const f
     for (int b = 0; b < nb; ++b) {
         auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
         for (int j = 0; j < 16; j += N) {
-            const auto raw = hn::BitCast(d16, hn::PromoteTo(hn::RebindToUnsigned<decltype(d16)>(),
-                                                            hn::LoadU(du8, w[b].qs + j)));
+            const auto raw = hn::BitCast(d16, hn::PromoteTo(du16, hn::LoadU(du8, wq + b * 16 + j)));
             const auto lo = hn::Sub(hn::And(raw, mask), eight);
             const auto hi = hn::Sub(hn::ShiftRight<4>(raw), eight);
-            const auto xlo = hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j));
-            const auto xhi = hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + 16 + j));
-            s0 = hn::ReorderWidenMulAccumulate(d32, lo, xlo, s0, s1);
-            s0 = hn::ReorderWidenMulAccumulate(d32, hi, xhi, s0, s1);
+            s0 = hn::ReorderWidenMulAccumulate(d32, lo, hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j)), s0, s1);
+            s0 = hn::ReorderWidenMulAccumulate(d32, hi, hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + 16 + j)), s0, s1);
         }
-        const float scale = fp16_to_float(w[b].d) * dx[b];
-        acc = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, scale), acc);
+        acc = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, wd[b] * dx[b]), acc);
     }
     return hn::GetLane(hn::SumOfLanes(df, acc));
 }
 
-// Rows [r0, r1) of a quantized weight against m quantized activation rows.
-void QuantRows(uint32_t type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, const int8_t* qx,
-               const float* dx, int m, float* y, int64_t r0, int64_t r1) {
+// Rows [r0, r1) of a repacked quantized weight against m quantized activation rows.
+// wq: per row `wq_row_bytes` of values (int8 for Q8_0, nibbles for Q4_0); wd: per row
+// cols/32 float scales.
+void QuantRows(uint32_t type, const uint8_t* wq, size_t wq_row_bytes, const float* wd, int64_t rows, int64_t cols,
+               const int8_t* qx, const float* dx, int m, float* y, int64_t r0, int64_t r1) {
     const int nb = int(cols / 32);
+    const bool q8 = type == uint32_t(formats::TensorType::kQ8_0);
     for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* wr = w + size_t(r) * row_bytes;
+        const uint8_t* wr = wq + size_t(r) * wq_row_bytes;
+        const float* wdr = wd + size_t(r) * size_t(nb);
         for (int i = 0; i < m; ++i) {
             const int8_t* q = qx + size_t(i) * size_t(cols);
             const float* d = dx + size_t(i) * size_t(nb);
-            y[size_t(i) * size_t(rows) + size_t(r)] =
-                type == uint32_t(formats::TensorType::kQ8_0)
-                    ? DotQ8Row(reinterpret_cast<const formats::BlockQ8_0*>(wr), q, d, nb)
-                    : DotQ4Row(reinterpret_cast<const formats::BlockQ4_0*>(wr), q, d, nb);
+            y[size_t(i) * size_t(rows) + size_t(r)] = q8 ? DotQ8Row(reinterpret_cast<const int8_t*>(wr), wdr, q, d, nb)
+                                                         : DotQ4Row(wr, wdr, q, d, nb);
         }
     }
 }
@@ -214,9 +225,9 @@ void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
 void swiglu(const float* g, const float* u, int n, float* out) { HWY_DYNAMIC_DISPATCH(SwiGlu)(g, u, n, out); }
 void softmax(float* x, int n) { HWY_DYNAMIC_DISPATCH(Softmax)(x, n); }
 void quantize_q8(const float* x, int n, int8_t* q, float* d) { HWY_DYNAMIC_DISPATCH(QuantizeQ8)(x, n, q, d); }
-void quant_rows(uint32_t type, const uint8_t* w, size_t row_bytes, int64_t rows, int64_t cols, const int8_t* qx,
-                const float* dx, int m, float* y, int64_t r0, int64_t r1) {
-    HWY_DYNAMIC_DISPATCH(QuantRows)(type, w, row_bytes, rows, cols, qx, dx, m, y, r0, r1);
+void quant_rows(uint32_t type, const uint8_t* wq, size_t wq_row_bytes, const float* wd, int64_t rows, int64_t cols,
+                const int8_t* qx, const float* dx, int m, float* y, int64_t r0, int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(QuantRows)(type, wq, wq_row_bytes, wd, rows, cols, qx, dx, m, y, r0, r1);
 }
 void half_to_f32(const uint16_t* in, bool bf16, int n, float* out) {
     HWY_DYNAMIC_DISPATCH(HalfToF32)(in, bf16, n, out);
