@@ -27,6 +27,7 @@ struct GenerateFlags {
     std::string kv_memory = "256MiB";
     std::string kv_dtype = "f32";
     bool ignore_eos = false;
+    int prompt_tokens = 0;
 };
 
 int run_generate(const GenerateFlags& f) {
@@ -43,7 +44,19 @@ int run_generate(const GenerateFlags& f) {
     auto gen = engine::Generator::create(model, kv);
     if (!gen.ok()) return fail(gen.error());
 
-    const auto prompt = model.tokenizer().encode(f.prompt);
+    std::vector<int32_t> prompt;
+    if (f.prompt_tokens > 0) {  // benchmark prompt: BOS then deterministic pseudo-random ids
+        const auto& v = model.tokenizer().vocab();
+        uint64_t x = 88172645463325252ull;
+        if (v.bos >= 0) prompt.push_back(v.bos);
+        while (int(prompt.size()) < f.prompt_tokens) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            const int32_t id = int32_t(x % uint64_t(v.size()));
+            if (!v.is_control(id)) prompt.push_back(id);
+        }
+    } else {
+        prompt = model.tokenizer().encode(f.prompt);
+    }
     engine::GenerateParams p;
     p.max_new_tokens = f.n;
     p.sampling = {.temperature = f.temperature, .top_k = f.top_k, .top_p = f.top_p, .min_p = f.min_p,
@@ -79,7 +92,12 @@ void add_generate(CLI::App& app, std::function<int()>& action) {
     auto f = std::make_shared<GenerateFlags>();
     CLI::App* c = app.add_subcommand("generate", "Generate text from a prompt (streams to stdout, speed on stderr)");
     c->add_option("-m,--model", f->model, "GGUF model file")->capture_default_str()->check(CLI::ExistingFile);
-    c->add_option("-p,--prompt", f->prompt, "Prompt text")->required();
+    auto* p_opt = c->add_option("-p,--prompt", f->prompt, "Prompt text");
+    auto* pt_opt = c->add_option("--prompt-tokens", f->prompt_tokens,
+                                 "Benchmark: use N pseudo-random token ids as the prompt instead of -p")
+                       ->check(CLI::Range(1, 1 << 24));
+    p_opt->excludes(pt_opt);
+
     c->add_option("-n,--max-tokens", f->n, "Tokens to generate")->capture_default_str()->check(CLI::Range(1, 1 << 20));
     c->add_option("--temperature,--temp", f->temperature, "Sampling temperature; 0 = greedy")
         ->capture_default_str()->check(CLI::Range(0.0f, 100.0f));
@@ -94,7 +112,12 @@ void add_generate(CLI::App& app, std::function<int()>& action) {
     c->add_option("--kv-cache-dtype", f->kv_dtype, "KV cache storage: f32, f16, bf16")->capture_default_str();
     c->add_option("-t,--threads", f->threads, "Compute threads; 0 = all cores")->capture_default_str()->check(CLI::Range(0, 1024));
     c->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past the end-of-sequence token");
-    c->callback([f, &action] { action = [f] { return run_generate(*f); }; });
+    c->callback([f, p_opt, pt_opt, &action] {
+        if (p_opt->count() == 0 && pt_opt->count() == 0) {
+            throw CLI::RequiredError("a prompt: give -p TEXT (or --prompt-tokens N to benchmark)");
+        }
+        action = [f] { return run_generate(*f); };
+    });
 }
 
 }  // namespace pagoda::app

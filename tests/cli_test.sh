@@ -87,6 +87,7 @@ expect_error "bad kv memory" "memory size" "$BIN" generate -m "$MODEL" -p hi --k
 expect_error "tiny kv memory" "holds no block" "$BIN" generate -m "$MODEL" -p hi --kv-cache-memory 1K
 expect_error "missing model file" "does not exist" "$BIN" generate -m "$TMP/none.gguf" -p hi
 expect_error "bad token id" "not a token id" sh -c "echo 99999 | '$BIN' detokenize -m '$MODEL'"
+expect_error "missing prompt" "a prompt" "$BIN" generate -m "$MODEL" -n 4
 expect_error "unknown shape" "unknown shape" "$BIN" model make-test --shape gpt-5 -o "$TMP/x.gguf"
 
 echo

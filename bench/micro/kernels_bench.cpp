@@ -4,11 +4,13 @@
 // report divides by: memory read bandwidth and the oneDNN matmul peaks.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "base/half.h"
+#include "base/huge_buffer.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/ref/ops.h"
 
@@ -34,13 +36,16 @@ std::vector<uint8_t> weights(TensorType t, int64_t rows, int64_t cols) {
 // Memory read bandwidth: sum a buffer far larger than the caches, on every thread.
 void BM_MemoryReadBandwidth(benchmark::State& state) {
     const size_t n = size_t(1) << 28;  // 1 GiB of floats, far beyond the caches
-    std::vector<float> buf(n, 1.0f);
+    // Huge pages, like the weights and KV cache: this measures DRAM, not TLB misses.
+    HugeBuffer mem = std::move(HugeBuffer::allocate(n * sizeof(float)).value());
+    float* buf = mem.as<float>();
+    std::fill(buf, buf + n, 1.0f);
     const int chunks = 64;
     for (auto _ : state) {
         double total = 0;
 #pragma omp parallel for reduction(+ : total) schedule(static)
         for (int c = 0; c < chunks; ++c) {
-            const float* p = buf.data() + size_t(c) * (n / chunks);
+            const float* p = buf + size_t(c) * (n / chunks);
             total += cpu::dot_f32(p, p, int(n / chunks));  // one stream: both operands alias
         }
         benchmark::DoNotOptimize(total);
@@ -84,6 +89,7 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
             b->Args({int64_t(t), m, 5632, 2048});  // TinyLlama ffn_up/gate
         }
         b->Args({int64_t(t), 512, 5632, 2048});  // prefill peak
+        b->Args({int64_t(t), 1, 65536, 2048});   // decode, out of cache (TinyLlama-sized stream)
     }
 }
 BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->Unit(benchmark::kMillisecond)->UseRealTime();

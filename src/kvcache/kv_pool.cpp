@@ -37,8 +37,6 @@ const char* kv_dtype_name(KvDtype t) {
     return "?";
 }
 
-void KvPool::FreeDeleter::operator()(void* p) const { std::free(p); }
-
 size_t KvPool::bytes_per_block() const {
     return size_t(2) * size_t(num_layers_) * size_t(num_kv_heads_) * size_t(cfg_.block_size) * size_t(head_dim_) *
            kernels::kv_dtype_bytes(cfg_.dtype);
@@ -58,18 +56,16 @@ Result<KvPool> KvPool::create(const KvCacheConfig& cfg, int num_layers, int num_
                           "KV cache memory {} bytes holds no block of {} bytes (block size {}); raise --kv-cache-memory",
                           cfg.memory_bytes, per_block, cfg.block_size);
     }
-    const size_t total = (per_block * size_t(p.num_blocks_) + 63) / 64 * 64;
-    void* mem = std::aligned_alloc(64, total);
-    if (!mem) return make_error(ErrorCode::kOutOfRange, "cannot allocate {} bytes of KV cache", total);
-    std::memset(mem, 0, total);
-    p.memory_.reset(static_cast<uint8_t*>(mem));
+    auto mem = HugeBuffer::allocate(per_block * size_t(p.num_blocks_));
+    if (!mem.ok()) return make_error(ErrorCode::kOutOfRange, "KV cache: {}", mem.error().message);
+    p.memory_ = std::move(mem).value();
     return p;
 }
 
 kernels::PagedKv KvPool::layer(int l) const {
     PAGODA_CHECK(l >= 0 && l < num_layers_) << l;
     const size_t pool_bytes = bytes_per_block() / size_t(2 * num_layers_) * size_t(num_blocks_);
-    uint8_t* base = memory_.get() + size_t(2 * l) * pool_bytes;
+    uint8_t* base = memory_.data() + size_t(2 * l) * pool_bytes;
     return kernels::PagedKv{base, base + pool_bytes, cfg_.dtype, cfg_.block_size, num_kv_heads_, head_dim_};
 }
 

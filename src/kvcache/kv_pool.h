@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/huge_buffer.h"
 #include "base/result.h"
 #include "kernels/types.h"
 
@@ -43,13 +44,10 @@ class KvPool {
     kernels::PagedKv layer(int l) const;
 
   private:
-    struct FreeDeleter {
-        void operator()(void* p) const;
-    };
     KvCacheConfig cfg_;
     int num_layers_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
     int64_t num_blocks_ = 0;
-    std::unique_ptr<uint8_t, FreeDeleter> memory_;
+    HugeBuffer memory_;
 };
 
 // Simple free-list allocator over a pool's block ids. Not thread-safe (engine thread).

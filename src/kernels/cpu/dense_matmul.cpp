@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/half.h"
+#include "base/huge_buffer.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/ref/ops.h"
 
@@ -24,6 +25,7 @@ struct DenseMatmul::Impl {
     int64_t n = 0, k = 0;
     dnnl::memory::data_type wtype = dnnl::memory::data_type::f32;
     dnnl::memory::desc packed_desc;
+    HugeBuffer packed_buf;  // owns the packed weights (huge pages)
     dnnl::memory packed;
     mutable std::mutex mu;
     mutable std::map<int, dnnl::matmul> prims;  // by batch size; guarded by mu
@@ -88,7 +90,10 @@ Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
         dnnl::memory user(user_desc, engine(), const_cast<void*>(src));
         auto pd = im.make_pd(1, true);
         im.packed_desc = pd.weights_desc();
-        im.packed = dnnl::memory(im.packed_desc, engine());
+        auto buf = HugeBuffer::allocate(im.packed_desc.get_size());
+        if (!buf.ok()) return buf.error();
+        im.packed_buf = std::move(buf).value();
+        im.packed = dnnl::memory(im.packed_desc, engine(), im.packed_buf.data());
         dnnl::stream s(engine());
         dnnl::reorder(user, im.packed).execute(s, user, im.packed);
         s.wait();

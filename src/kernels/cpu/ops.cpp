@@ -45,8 +45,9 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
     const bool q8 = w.type == TensorType::kQ8_0;
     const int64_t nb = w.cols / 32;
     q->row_bytes_ = size_t(q8 ? w.cols : w.cols / 2);
-    q->qs_.resize(q->row_bytes_ * size_t(w.rows));
-    q->d_.resize(size_t(nb * w.rows));
+    PAGODA_ASSIGN_OR_RETURN(q->qs_, HugeBuffer::allocate(q->row_bytes_ * size_t(w.rows)));
+    PAGODA_ASSIGN_OR_RETURN(q->d_, HugeBuffer::allocate(size_t(nb * w.rows) * sizeof(float)));
+    float* dd = q->d_.as<float>();
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r) {
         const uint8_t* src = w.row(r);
@@ -54,11 +55,11 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
         for (int64_t b = 0; b < nb; ++b) {
             if (q8) {
                 const auto* blk = reinterpret_cast<const formats::BlockQ8_0*>(src) + b;
-                q->d_[size_t(r * nb + b)] = fp16_to_float(blk->d);
+                dd[size_t(r * nb + b)] = fp16_to_float(blk->d);
                 std::memcpy(dst + b * 32, blk->qs, 32);
             } else {
                 const auto* blk = reinterpret_cast<const formats::BlockQ4_0*>(src) + b;
-                q->d_[size_t(r * nb + b)] = fp16_to_float(blk->d);
+                dd[size_t(r * nb + b)] = fp16_to_float(blk->d);
                 std::memcpy(dst + b * 16, blk->qs, 16);
             }
         }
@@ -81,7 +82,7 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t t = 0; t < num_tiles; ++t) {
         const int64_t r0 = t * tile, r1 = std::min(rows_, r0 + tile);
-        quant_rows(uint32_t(type_), qs_.data(), row_bytes_, d_.data(), rows_, cols_, qx.data(), dx.data(), m, y, r0, r1);
+        quant_rows(uint32_t(type_), qs_.data(), row_bytes_, d_.as<float>(), rows_, cols_, qx.data(), dx.data(), m, y, r0, r1);
     }
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/huge_buffer.h"
 #include "base/result.h"
 #include "kernels/types.h"
 
@@ -46,15 +47,15 @@ class QuantMatmul {
   public:
     static Result<std::unique_ptr<QuantMatmul>> create(const WeightView& w);
     void run(const float* x, int m, float* y) const;
-    size_t packed_bytes() const { return qs_.size() + d_.size() * sizeof(float); }
+    size_t packed_bytes() const { return qs_.size() + d_.size(); }
 
   private:
     QuantMatmul() = default;
     TensorType type_ = TensorType::kQ8_0;
     int64_t rows_ = 0, cols_ = 0;
     size_t row_bytes_ = 0;     // bytes of values per row
-    std::vector<uint8_t> qs_;  // [rows][row_bytes_]
-    std::vector<float> d_;     // [rows][cols / 32]
+    HugeBuffer qs_;  // [rows][row_bytes_] values
+    HugeBuffer d_;   // [rows][cols / 32] float scales
 };
 
 // Dense (F32/F16/BF16) matmul through oneDNN with weights packed once at creation.
