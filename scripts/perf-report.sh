@@ -21,7 +21,7 @@ for t in bf16 q8_0 q4_0; do
 done
 
 # Machine limits, measured now.
-"$BENCH" --benchmark_filter='BM_MemoryReadBandwidth|BM_Matmul/[0-9]+/512/' --benchmark_min_time=0.5 \
+"$BENCH" --benchmark_filter='BM_MemoryReadBandwidth|BM_Matmul/[0-9]+/512/' --benchmark_min_time=0.5 --benchmark_repetitions=3 \
   --benchmark_format=json >"$DIR/limits.json" 2>/dev/null
 read -r BW PEAK_BF16 PEAK_Q8 PEAK_Q4 < <(python3 - "$DIR/limits.json" <<'PY'
 import json, sys
@@ -30,7 +30,7 @@ bw = peaks = None
 out = {}
 for b in d["benchmarks"]:
     if b["name"].startswith("BM_MemoryReadBandwidth"):
-        out["bw"] = b["bytes_per_second"]
+        out["bw"] = max(out.get("bw", 0), b["bytes_per_second"])
     elif b["name"].startswith("BM_Matmul/"):
         out[b.get("label", "")] = b["items_per_second"]
 print(out["bw"], out["BF16"], out["Q8_0"], out["Q4_0"])

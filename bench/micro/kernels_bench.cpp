@@ -34,6 +34,8 @@ std::vector<uint8_t> weights(TensorType t, int64_t rows, int64_t cols) {
 }
 
 // Memory read bandwidth: sum a buffer far larger than the caches, on every thread.
+// arg 0: sum with four accumulators; arg 1: dot product of the buffer with itself.
+// The performance report takes the faster as the machine's read bandwidth.
 void BM_MemoryReadBandwidth(benchmark::State& state) {
     const size_t n = size_t(1) << 28;  // 1 GiB of floats, far beyond the caches
     // Huge pages, like the weights and KV cache: this measures DRAM, not TLB misses.
@@ -41,18 +43,19 @@ void BM_MemoryReadBandwidth(benchmark::State& state) {
     float* buf = mem.as<float>();
     std::fill(buf, buf + n, 1.0f);
     const int chunks = 64;
+    const bool dot = state.range(0) == 1;
     for (auto _ : state) {
         double total = 0;
 #pragma omp parallel for reduction(+ : total) schedule(static)
         for (int c = 0; c < chunks; ++c) {
             const float* p = buf + size_t(c) * (n / chunks);
-            total += cpu::dot_f32(p, p, int(n / chunks));  // one stream: both operands alias
+            total += dot ? cpu::dot_f32(p, p, int(n / chunks)) : cpu::sum_f32(p, int64_t(n / chunks));
         }
         benchmark::DoNotOptimize(total);
     }
     state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(n * 4));
 }
-BENCHMARK(BM_MemoryReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MemoryReadBandwidth)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Matmul y[M][N] = x[M][K] W^T. args: type, M, N, K. items = FLOPs (2*M*N*K).
 void BM_Matmul(benchmark::State& state) {

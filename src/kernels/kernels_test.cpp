@@ -65,6 +65,24 @@ std::vector<uint8_t> make_weights(TensorType t, int64_t rows, int64_t cols, uint
 
 class MatmulVsRef : public ::testing::TestWithParam<std::tuple<TensorType, int>> {};
 
+// Q8_0 on this CPU may take the AVX-512 VNNI path; check the portable Highway path too,
+// with an odd block count (a half-filled last step).
+TEST(Kernels, Q8PortableAndVnniPathsAgree) {
+    const int64_t rows = 40, cols = 32 * 7;
+    const auto wbytes = make_weights(TensorType::kQ8_0, rows, cols, 5);
+    const WeightView w{TensorType::kQ8_0, rows, cols, wbytes.data()};
+    const auto x = randn(size_t(3 * cols), 6);
+    std::vector<float> want(size_t(3 * rows)), fast(want.size()), portable(want.size());
+    ref::matmul(w, x.data(), 3, want.data());
+    cpu::matmul(w, x.data(), 3, fast.data());
+    cpu::set_force_portable_kernels(true);
+    cpu::matmul(w, x.data(), 3, portable.data());
+    cpu::set_force_portable_kernels(false);
+    EXPECT_LT(rel_err(fast, want), 2e-2);
+    EXPECT_LT(rel_err(portable, want), 2e-2);
+    EXPECT_LT(rel_err(fast, portable), 1e-5);
+}
+
 TEST_P(MatmulVsRef, Matches) {
     const auto [type, m] = GetParam();
     const int64_t rows = 96, cols = 256;
@@ -106,6 +124,11 @@ TEST(Kernels, ElementwiseMatchReference) {
     ref::softmax(a.data(), n);
     cpu::softmax(b.data(), n);
     EXPECT_LT(rel_err(b, a), 1e-5);
+    EXPECT_NEAR(cpu::sum_f32(x.data(), n), [&] {
+        double s = 0;
+        for (int i = 0; i < n; ++i) s += x[size_t(i)];
+        return s;
+    }(), 1e-4);
     EXPECT_NEAR(cpu::dot_f32(x.data(), w.data(), n), [&] {
         double s = 0;
         for (int i = 0; i < n; ++i) s += double(x[size_t(i)]) * w[size_t(i)];

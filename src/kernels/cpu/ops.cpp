@@ -8,10 +8,17 @@
 
 #include "base/check.h"
 #include "base/half.h"
+#include "kernels/cpu/q8_vnni.h"
 #include "kernels/cpu/simd_dispatch.h"
 #include "kernels/ref/ops.h"
 
 namespace pagoda::kernels::cpu {
+
+namespace {
+bool g_force_portable = false;
+}
+void set_force_portable_kernels(bool on) { g_force_portable = on; }
+bool force_portable_kernels() { return g_force_portable; }
 
 int num_threads() { return omp_get_max_threads(); }
 void set_num_threads(int n) { omp_set_num_threads(n); }
@@ -40,26 +47,32 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
     }
     std::unique_ptr<QuantMatmul> q(new QuantMatmul());
     q->type_ = w.type;
+    q->use_vnni_ = w.type == TensorType::kQ8_0 && have_avx512_vnni() && !force_portable_kernels();
     q->rows_ = w.rows;
     q->cols_ = w.cols;
     const bool q8 = w.type == TensorType::kQ8_0;
     const int64_t nb = w.cols / 32;
-    q->row_bytes_ = size_t(q8 ? w.cols : w.cols / 2);
-    PAGODA_ASSIGN_OR_RETURN(q->qs_, HugeBuffer::allocate(q->row_bytes_ * size_t(w.rows)));
-    PAGODA_ASSIGN_OR_RETURN(q->d_, HugeBuffer::allocate(size_t(nb * w.rows) * sizeof(float)));
-    float* dd = q->d_.as<float>();
+    const size_t values = size_t(nb) * (q8 ? 32 : 16);
+    q->row_stride_ = values + size_t(nb) * sizeof(float) * (q->use_vnni_ ? 2 : 1);
+    PAGODA_ASSIGN_OR_RETURN(q->packed_, HugeBuffer::allocate(q->row_stride_ * size_t(w.rows)));
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r) {
         const uint8_t* src = w.row(r);
-        uint8_t* dst = q->qs_.data() + size_t(r) * q->row_bytes_;
+        uint8_t* dst = q->packed_.data() + size_t(r) * q->row_stride_;
+        auto* scales = reinterpret_cast<float*>(dst + values);
         for (int64_t b = 0; b < nb; ++b) {
             if (q8) {
                 const auto* blk = reinterpret_cast<const formats::BlockQ8_0*>(src) + b;
-                dd[size_t(r * nb + b)] = fp16_to_float(blk->d);
+                scales[b] = fp16_to_float(blk->d);
                 std::memcpy(dst + b * 32, blk->qs, 32);
+                if (q->use_vnni_) {
+                    int sum = 0;
+                    for (int j = 0; j < 32; ++j) sum += blk->qs[j];
+                    scales[nb + b] = 128.0f * float(sum) * scales[b];
+                }
             } else {
                 const auto* blk = reinterpret_cast<const formats::BlockQ4_0*>(src) + b;
-                dd[size_t(r * nb + b)] = fp16_to_float(blk->d);
+                scales[b] = fp16_to_float(blk->d);
                 std::memcpy(dst + b * 16, blk->qs, 16);
             }
         }
@@ -73,16 +86,32 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
     std::vector<float> dx(size_t(m) * size_t(nb));
 #pragma omp parallel for schedule(static) if (m > 1)
     for (int i = 0; i < m; ++i) {
-        quantize_q8(x + size_t(i) * size_t(cols_), int(cols_), qx.data() + size_t(i) * size_t(cols_),
-                    dx.data() + size_t(i) * size_t(nb));
+        int8_t* qi = qx.data() + size_t(i) * size_t(cols_);
+        quantize_q8(x + size_t(i) * size_t(cols_), int(cols_), qi, dx.data() + size_t(i) * size_t(nb));
+        if (use_vnni_) {  // unsigned bytes q + 128 for vpdpbusd: flipping the sign bit adds 128
+            for (int64_t c = 0; c < cols_; ++c) qi[c] = int8_t(uint8_t(qi[c]) ^ 0x80);
+        }
     }
     // Tiles of weight rows: each tile's rows stay in cache while every activation row passes.
+    // Decode (small m) streams weights from DRAM: contiguous halves per thread keep the
+    // hardware prefetchers on one long stream each. Prefill is compute-bound: balance.
     const int64_t tile = m > 4 ? 16 : 64;
     const int64_t num_tiles = (rows_ + tile - 1) / tile;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t t = 0; t < num_tiles; ++t) {
+    auto tile_rows = [&](int64_t t) {
         const int64_t r0 = t * tile, r1 = std::min(rows_, r0 + tile);
-        quant_rows(uint32_t(type_), qs_.data(), row_bytes_, d_.as<float>(), rows_, cols_, qx.data(), dx.data(), m, y, r0, r1);
+        if (use_vnni_) {
+            quant_rows_q8_vnni(packed_.data(), row_stride_, rows_, cols_, reinterpret_cast<const uint8_t*>(qx.data()),
+                               dx.data(), m, y, r0, r1);
+        } else {
+            quant_rows(uint32_t(type_), packed_.data(), row_stride_, rows_, cols_, qx.data(), dx.data(), m, y, r0, r1);
+        }
+    };
+    if (m <= 4) {
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < num_tiles; ++t) tile_rows(t);
+    } else {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t t = 0; t < num_tiles; ++t) tile_rows(t);
     }
 }
 

@@ -31,6 +31,11 @@ void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const floa
 // Name of the SIMD target Highway picked on this machine (e.g. "AVX3").
 const char* simd_target_name();
 
+// Tests: make kernels created afterwards use the portable Highway paths even where a
+// CPU-specific one exists (so both are checked against the reference).
+void set_force_portable_kernels(bool on);
+bool force_portable_kernels();
+
 // Number of threads in the compute pool (OpenMP).
 int num_threads();
 void set_num_threads(int n);
@@ -38,6 +43,7 @@ void set_num_threads(int n);
 // SIMD building blocks (exposed for benchmarks and tests).
 float dot_f32(const float* a, const float* b, int n);
 void axpy_f32(float a, const float* x, float* y, int n);  // y += a * x
+float sum_f32(const float* a, int64_t n);                 // streaming read
 // Quantizes x[n] (n % 32 == 0) to int8 with one float scale per 32 values.
 void quantize_q8(const float* x, int n, int8_t* q, float* d);
 
@@ -47,15 +53,17 @@ class QuantMatmul {
   public:
     static Result<std::unique_ptr<QuantMatmul>> create(const WeightView& w);
     void run(const float* x, int m, float* y) const;
-    size_t packed_bytes() const { return qs_.size() + d_.size(); }
+    size_t packed_bytes() const { return packed_.size(); }
 
   private:
     QuantMatmul() = default;
     TensorType type_ = TensorType::kQ8_0;
+    bool use_vnni_ = false;  // AVX-512 VNNI path for Q8_0 (decided once, at creation)
     int64_t rows_ = 0, cols_ = 0;
-    size_t row_bytes_ = 0;     // bytes of values per row
-    HugeBuffer qs_;  // [rows][row_bytes_] values
-    HugeBuffer d_;   // [rows][cols / 32] float scales
+    size_t row_stride_ = 0;  // bytes per packed row
+    // One stream per row: values (int8 for Q8_0, 16 bytes of nibbles per block for Q4_0),
+    // then cols/32 float scales, then (VNNI only) cols/32 floats 128 * sum(block) * scale.
+    HugeBuffer packed_;
 };
 
 // Dense (F32/F16/BF16) matmul through oneDNN with weights packed once at creation.

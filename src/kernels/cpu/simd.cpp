@@ -31,6 +31,23 @@ float DotF32(const float* a, const float* b, int n) {
     return s;
 }
 
+// Sum of n floats with four independent accumulators (a streaming read).
+float SumF32(const float* a, int64_t n) {
+    const hn::ScalableTag<float> d;
+    const int64_t N = int64_t(hn::Lanes(d));
+    auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+    int64_t i = 0;
+    for (; i + 4 * N <= n; i += 4 * N) {
+        s0 = hn::Add(s0, hn::LoadU(d, a + i));
+        s1 = hn::Add(s1, hn::LoadU(d, a + i + N));
+        s2 = hn::Add(s2, hn::LoadU(d, a + i + 2 * N));
+        s3 = hn::Add(s3, hn::LoadU(d, a + i + 3 * N));
+    }
+    float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+    for (; i < n; ++i) s += a[i];
+    return s;
+}
+
 void AxpyF32(float alpha, const float* x, float* y, int n) {
     const hn::ScalableTag<float> d;
     const int N = int(hn::Lanes(d));
@@ -161,15 +178,15 @@ HWY_INLINE float DotQ4Row(const uint8_t* wq, const float* wd, const int8_t* qx, 
 }
 
 // Rows [r0, r1) of a repacked quantized weight against m quantized activation rows.
-// wq: per row `wq_row_bytes` of values (int8 for Q8_0, nibbles for Q4_0); wd: per row
-// cols/32 float scales.
-void QuantRows(uint32_t type, const uint8_t* wq, size_t wq_row_bytes, const float* wd, int64_t rows, int64_t cols,
+// Each packed row (row_stride bytes) holds the values (int8 for Q8_0, nibbles for Q4_0)
+// followed by cols/32 float scales.
+void QuantRows(uint32_t type, const uint8_t* packed, size_t row_stride, int64_t rows, int64_t cols,
                const int8_t* qx, const float* dx, int m, float* y, int64_t r0, int64_t r1) {
     const int nb = int(cols / 32);
     const bool q8 = type == uint32_t(formats::TensorType::kQ8_0);
     for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* wr = wq + size_t(r) * wq_row_bytes;
-        const float* wdr = wd + size_t(r) * size_t(nb);
+        const uint8_t* wr = packed + size_t(r) * row_stride;
+        const float* wdr = reinterpret_cast<const float*>(wr + size_t(nb) * (q8 ? 32 : 16));
         for (int i = 0; i < m; ++i) {
             const int8_t* q = qx + size_t(i) * size_t(cols);
             const float* d = dx + size_t(i) * size_t(nb);
@@ -209,6 +226,7 @@ HWY_AFTER_NAMESPACE();
 namespace pagoda::kernels::cpu {
 HWY_EXPORT(DotF32);
 HWY_EXPORT(AxpyF32);
+HWY_EXPORT(SumF32);
 HWY_EXPORT(RmsNorm);
 HWY_EXPORT(SwiGlu);
 HWY_EXPORT(Softmax);
@@ -218,6 +236,7 @@ HWY_EXPORT(HalfToF32);
 HWY_EXPORT(TargetHere);
 
 float dot_f32(const float* a, const float* b, int n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
+float sum_f32(const float* a, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(a, n); }
 void axpy_f32(float a, const float* x, float* y, int n) { HWY_DYNAMIC_DISPATCH(AxpyF32)(a, x, y, n); }
 void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
     HWY_DYNAMIC_DISPATCH(RmsNorm)(x, w, n, eps, out);
@@ -225,9 +244,9 @@ void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
 void swiglu(const float* g, const float* u, int n, float* out) { HWY_DYNAMIC_DISPATCH(SwiGlu)(g, u, n, out); }
 void softmax(float* x, int n) { HWY_DYNAMIC_DISPATCH(Softmax)(x, n); }
 void quantize_q8(const float* x, int n, int8_t* q, float* d) { HWY_DYNAMIC_DISPATCH(QuantizeQ8)(x, n, q, d); }
-void quant_rows(uint32_t type, const uint8_t* wq, size_t wq_row_bytes, const float* wd, int64_t rows, int64_t cols,
-                const int8_t* qx, const float* dx, int m, float* y, int64_t r0, int64_t r1) {
-    HWY_DYNAMIC_DISPATCH(QuantRows)(type, wq, wq_row_bytes, wd, rows, cols, qx, dx, m, y, r0, r1);
+void quant_rows(uint32_t type, const uint8_t* packed, size_t row_stride, int64_t rows, int64_t cols, const int8_t* qx,
+                const float* dx, int m, float* y, int64_t r0, int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(QuantRows)(type, packed, row_stride, rows, cols, qx, dx, m, y, r0, r1);
 }
 void half_to_f32(const uint16_t* in, bool bf16, int n, float* out) {
     HWY_DYNAMIC_DISPATCH(HalfToF32)(in, bf16, n, out);

@@ -6,8 +6,9 @@
 
 namespace pagoda::kernels::cpu {
 
-void quant_rows(uint32_t type, const uint8_t* wq, size_t wq_row_bytes, const float* wd, int64_t rows, int64_t cols,
-                const int8_t* qx, const float* dx, int m, float* y, int64_t r0, int64_t r1);
+// Packed rows: values, then cols/32 float scales (see QuantMatmul).
+void quant_rows(uint32_t type, const uint8_t* packed, size_t row_stride, int64_t rows, int64_t cols, const int8_t* qx,
+                const float* dx, int m, float* y, int64_t r0, int64_t r1);
 void half_to_f32(const uint16_t* in, bool bf16, int n, float* out);
 
 }  // namespace pagoda::kernels::cpu

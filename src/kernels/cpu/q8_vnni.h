@@ -1,0 +1,19 @@
+#pragma once
+// Q8_0 x Q8 dot products with AVX-512 VNNI (vpdpbusd: 64 int8 products per instruction),
+// chosen at run time when the CPU has it; the Highway kernels serve every other CPU.
+// Pure functions; thread-safe.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pagoda::kernels::cpu {
+
+bool have_avx512_vnni();
+
+// Rows [r0, r1) of repacked Q8_0 weights against m activation rows given as unsigned
+// bytes xu = q + 128 with scales dx. Each packed row: cols int8 values, cols/32 float
+// scales wd, cols/32 floats corr = 128 * sum(block) * wd (removes the +128 offset).
+void quant_rows_q8_vnni(const uint8_t* packed, size_t row_stride, int64_t rows, int64_t cols, const uint8_t* xu,
+                        const float* dx, int m, float* y, int64_t r0, int64_t r1);
+
+}  // namespace pagoda::kernels::cpu
