@@ -29,10 +29,12 @@ d = json.load(open(sys.argv[1]))
 bw = peaks = None
 out = {}
 for b in d["benchmarks"]:
+    if b.get("run_type") != "iteration":
+        continue
     if b["name"].startswith("BM_MemoryReadBandwidth"):
         out["bw"] = max(out.get("bw", 0), b["bytes_per_second"])
     elif b["name"].startswith("BM_Matmul/"):
-        out[b.get("label", "")] = b["items_per_second"]
+        out[b["label"]] = max(out.get(b["label"], 0), b["items_per_second"])
 print(out["bw"], out["BF16"], out["Q8_0"], out["Q4_0"])
 PY
 )

@@ -53,7 +53,7 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
     const bool q8 = w.type == TensorType::kQ8_0;
     const int64_t nb = w.cols / 32;
     const size_t values = size_t(nb) * (q8 ? 32 : 16);
-    q->row_stride_ = values + size_t(nb) * sizeof(float) * (q->use_vnni_ ? 2 : 1);
+    q->row_stride_ = values + size_t(nb) * sizeof(float);
     PAGODA_ASSIGN_OR_RETURN(q->packed_, HugeBuffer::allocate(q->row_stride_ * size_t(w.rows)));
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r) {
@@ -65,11 +65,6 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
                 const auto* blk = reinterpret_cast<const formats::BlockQ8_0*>(src) + b;
                 scales[b] = fp16_to_float(blk->d);
                 std::memcpy(dst + b * 32, blk->qs, 32);
-                if (q->use_vnni_) {
-                    int sum = 0;
-                    for (int j = 0; j < 32; ++j) sum += blk->qs[j];
-                    scales[nb + b] = 128.0f * float(sum) * scales[b];
-                }
             } else {
                 const auto* blk = reinterpret_cast<const formats::BlockQ4_0*>(src) + b;
                 scales[b] = fp16_to_float(blk->d);

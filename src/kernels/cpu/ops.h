@@ -62,7 +62,7 @@ class QuantMatmul {
     int64_t rows_ = 0, cols_ = 0;
     size_t row_stride_ = 0;  // bytes per packed row
     // One stream per row: values (int8 for Q8_0, 16 bytes of nibbles per block for Q4_0),
-    // then cols/32 float scales, then (VNNI only) cols/32 floats 128 * sum(block) * scale.
+    // then cols/32 float scales.
     HugeBuffer packed_;
 };
 

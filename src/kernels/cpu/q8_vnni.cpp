@@ -27,17 +27,21 @@ namespace {
 
 // Two 32-blocks per 512-bit step. Activations arrive as unsigned bytes (x + 128) so one
 // vpdpbusd multiplies them with the signed weights: sum((x+128) w) = sum(x w) + 128 sum(w);
-// the 128 sum(w) part is removed once per row with the precomputed corrections.
+// a second vpdpbusd against ones gives sum(w) per group of four, so 128 sum(w) is removed
+// in the integer domain without another memory stream.
 PAGODA_VNNI inline __m512 block_pair(const int8_t* w, const uint8_t* xu, __mmask64 mask, float s0, float s1,
                                      __m512 acc) {
     const __m512i vw = _mm512_maskz_loadu_epi8(mask, w);
     const __m512i vx = _mm512_maskz_loadu_epi8(mask, xu);
     const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), vx, vw);
+    // Remove the +128 offset: 128 * sum(w) per group of four, from one more vpdpbusd.
+    const __m512i sw = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), vw);
+    const __m512i exact = _mm512_sub_epi32(dp, _mm512_slli_epi32(sw, 7));
     const __m512 scale = _mm512_insertf32x8(_mm512_set1_ps(s0), _mm256_set1_ps(s1), 1);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), scale, acc);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), scale, acc);
 }
 
-PAGODA_VNNI float dot_row(const int8_t* w, const float* wd, const float* corr, const uint8_t* xu, const float* dx,
+PAGODA_VNNI float dot_row(const int8_t* w, const float* wd, const uint8_t* xu, const float* dx,
                           int nb) {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int b = 0;
@@ -50,13 +54,7 @@ PAGODA_VNNI float dot_row(const int8_t* w, const float* wd, const float* corr, c
         acc0 = block_pair(w + b * 32, xu + b * 32, ~__mmask64(0), wd[b] * dx[b], wd[b + 1] * dx[b + 1], acc0);
     }
     if (b < nb) acc1 = block_pair(w + b * 32, xu + b * 32, __mmask64(0xffffffffu), wd[b] * dx[b], 0.0f, acc1);
-    // Correction: sum over blocks of 128 * sum(w_b) * wd_b * dx_b.
-    __m512 c = _mm512_setzero_ps();
-    int k = 0;
-    for (; k + 16 <= nb; k += 16) c = _mm512_fmadd_ps(_mm512_loadu_ps(corr + k), _mm512_loadu_ps(dx + k), c);
-    float cs = _mm512_reduce_add_ps(c);
-    for (; k < nb; ++k) cs += corr[k] * dx[k];
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - cs;
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
 }  // namespace
@@ -68,14 +66,13 @@ void quant_rows_q8_vnni(const uint8_t* packed, size_t row_stride, int64_t rows, 
         const uint8_t* row = packed + size_t(r) * row_stride;
         const auto* wr = reinterpret_cast<const int8_t*>(row);
         const float* wdr = reinterpret_cast<const float*>(row + size_t(nb) * 32);
-        const float* cr = wdr + nb;
         if (m <= 4 && r + 2 < r1) {  // decode streams weights from DRAM: fetch two rows ahead
             const char* next = reinterpret_cast<const char*>(packed + size_t(r + 2) * row_stride);
             for (size_t off = 0; off < row_stride; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
         }
         for (int i = 0; i < m; ++i) {
             y[size_t(i) * size_t(rows) + size_t(r)] =
-                dot_row(wr, wdr, cr, xu + size_t(i) * size_t(cols), dx + size_t(i) * size_t(nb), nb);
+                dot_row(wr, wdr, xu + size_t(i) * size_t(cols), dx + size_t(i) * size_t(nb), nb);
         }
     }
 }
