@@ -130,7 +130,7 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vec
         const LayerWeights& L = weights_.layers[size_t(l)];
         const kernels::PagedKv pkv = kv.layer(l);
         // 2. Attention block: norm, Q/K/V projections.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T > 1)
         for (int t = 0; t < T; ++t) {
             kernels::cpu::rmsnorm(x + size_t(t) * D, L.attn_norm.data(), D, cfg_.rms_eps, h + size_t(t) * D);
         }
@@ -138,7 +138,7 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vec
         L.wk.forward(h, T, k);
         L.wv.forward(h, T, v);
         // 3. Optional per-head Q/K norm (qwen3), RoPE, and K/V into the paged cache.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T > 1)
         for (int t = 0; t < T; ++t) {
             float* qt = q + size_t(t) * QD;
             float* kt = k + size_t(t) * KVD;
@@ -154,7 +154,7 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vec
         // 4. Causal attention over each sequence's blocks, output projection, residual.
         kernels::cpu::paged_attention_batch(pkv, ashape, aseqs, row_offsets, q, s_.att.data());
         L.wo.forward(s_.att.data(), T, s_.o.data());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T > 1)
         for (int t = 0; t < T; ++t) {
             kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
             kernels::cpu::rmsnorm(x + size_t(t) * D, L.ffn_norm.data(), D, cfg_.rms_eps, h + size_t(t) * D);
@@ -162,13 +162,13 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vec
         // 5. SwiGLU feed-forward and residual.
         L.w_gate.forward(h, T, s_.gate.data());
         L.w_up.forward(h, T, s_.up.data());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T > 1)
         for (int t = 0; t < T; ++t) {
             kernels::cpu::swiglu(s_.gate.data() + size_t(t) * F, s_.up.data() + size_t(t) * F, F,
                                  s_.gate.data() + size_t(t) * F);
         }
         L.w_down.forward(s_.gate.data(), T, s_.o.data());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T > 1)
         for (int t = 0; t < T; ++t) kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
     }
     // 6. Final norm and logits, only for the rows asked for.
