@@ -136,6 +136,20 @@ TEST(Kernels, ElementwiseMatchReference) {
     }(), 1e-4);
 }
 
+TEST(Kernels, QuantizeQ8MatchesReferenceQuantizer) {
+    const auto x = randn(32 * 9, 12, 3.0f);
+    std::vector<int8_t> q(x.size());
+    std::vector<float> d(9);
+    cpu::quantize_q8(x.data(), int(x.size()), q.data(), d.data());
+    std::vector<uint8_t> want(9 * 34);
+    ref::quantize_row(TensorType::kQ8_0, x.data(), int64_t(x.size()), want.data());
+    for (int b = 0; b < 9; ++b) {
+        const auto* blk = reinterpret_cast<const formats::BlockQ8_0*>(want.data()) + b;
+        EXPECT_NEAR(d[size_t(b)], fp16_to_float(blk->d), 1e-3f * d[size_t(b)]);
+        for (int j = 0; j < 32; ++j) EXPECT_NEAR(q[size_t(b * 32 + j)], blk->qs[j], 1) << b << " " << j;
+    }
+}
+
 TEST(Kernels, RopeMatchesReference) {
     for (RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox}) {
         RopeParams p{.style = style, .rot_dim = 64, .freq_base = 500000.0f, .freq_scale = 0.5f};

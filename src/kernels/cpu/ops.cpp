@@ -190,14 +190,14 @@ void attend_one(const PagedKv& kv, const int32_t* block_table, int kv_head, int 
     for (int t0 = 0; t0 < n_keys; t0 += bs) {
         const int n = std::min(bs, n_keys - t0);
         const float* krows = block_rows(kv, kv.k, block_table[t0 / bs], kv_head, n, scratch.data());
-        for (int s = 0; s < n; ++s) scores[size_t(t0 + s)] = dot_f32(qh, krows + size_t(s) * size_t(hd), hd) * scale;
+        score_rows(qh, krows, n, hd, scale, scores.data() + t0);
     }
     softmax(scores.data(), n_keys);
     std::fill(oh, oh + hd, 0.0f);
     for (int t0 = 0; t0 < n_keys; t0 += bs) {
         const int n = std::min(bs, n_keys - t0);
         const float* vrows = block_rows(kv, kv.v, block_table[t0 / bs], kv_head, n, scratch.data());
-        for (int s = 0; s < n; ++s) axpy_f32(scores[size_t(t0 + s)], vrows + size_t(s) * size_t(hd), oh, hd);
+        weighted_rows(scores.data() + t0, vrows, n, hd, oh);
     }
 }
 

@@ -106,14 +106,31 @@ void Softmax(float* x, int n) {
     for (; i < n; ++i) x[i] *= inv;
 }
 
+// scores[s] = scale * dot(q, k[s]) for n contiguous key rows of length hd.
+void ScoreRows(const float* q, const float* k, int n, int hd, float scale, float* scores) {
+    for (int s = 0; s < n; ++s) scores[s] = DotF32(q, k + size_t(s) * size_t(hd), hd) * scale;
+}
+
+// out += sum_s p[s] * v[s] for n contiguous value rows of length hd.
+void WeightedRows(const float* p, const float* v, int n, int hd, float* out) {
+    for (int s = 0; s < n; ++s) AxpyF32(p[s], v + size_t(s) * size_t(hd), out, hd);
+}
+
 void QuantizeQ8(const float* x, int n, int8_t* q, float* dscale) {
+    const hn::CappedTag<float, 16> df;
+    const hn::Rebind<int8_t, decltype(df)> d8;
+    const int N = int(hn::Lanes(df));
     for (int b = 0; b < n / 32; ++b) {
         const float* xb = x + b * 32;
-        float amax = 0.0f;
-        for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+        auto vmax = hn::Zero(df);
+        for (int j = 0; j < 32; j += N) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + j)));
+        const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
         const float dd = amax / 127.0f;
-        const float id = dd > 0.0f ? 1.0f / dd : 0.0f;
-        for (int j = 0; j < 32; ++j) q[b * 32 + j] = int8_t(std::lrintf(xb[j] * id));
+        const auto vid = hn::Set(df, dd > 0.0f ? 1.0f / dd : 0.0f);
+        for (int j = 0; j < 32; j += N) {
+            const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), vid));
+            hn::StoreU(hn::DemoteTo(d8, qi), d8, q + b * 32 + j);
+        }
         dscale[b] = dd;
     }
 }
@@ -198,19 +215,23 @@ void QuantRows(uint32_t type, const uint8_t* packed, size_t row_stride, int64_t 
 
 // Converts n 16-bit floats (fp16 or bf16) to f32.
 void HalfToF32(const uint16_t* in, bool bf16, int n, float* out) {
+    const hn::ScalableTag<float> df;
+    const int N = int(hn::Lanes(df));
+    int i = 0;
     if (bf16) {
-        const hn::ScalableTag<float> df;
         const hn::Rebind<uint16_t, decltype(df)> du16;
         const hn::Rebind<uint32_t, decltype(df)> du32;
-        const int N = int(hn::Lanes(df));
-        int i = 0;
         for (; i + N <= n; i += N) {
             const auto u = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, in + i)));
             hn::StoreU(hn::BitCast(df, u), df, out + i);
         }
         for (; i < n; ++i) out[i] = bf16_to_float(in[i]);
     } else {
-        for (int i = 0; i < n; ++i) out[i] = fp16_to_float(in[i]);
+        const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+        for (; i + N <= n; i += N) {
+            hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(in + i))), df, out + i);
+        }
+        for (; i < n; ++i) out[i] = fp16_to_float(in[i]);
     }
 }
 
@@ -231,6 +252,8 @@ HWY_EXPORT(RmsNorm);
 HWY_EXPORT(SwiGlu);
 HWY_EXPORT(Softmax);
 HWY_EXPORT(QuantizeQ8);
+HWY_EXPORT(ScoreRows);
+HWY_EXPORT(WeightedRows);
 HWY_EXPORT(QuantRows);
 HWY_EXPORT(HalfToF32);
 HWY_EXPORT(TargetHere);
@@ -247,6 +270,12 @@ void quantize_q8(const float* x, int n, int8_t* q, float* d) { HWY_DYNAMIC_DISPA
 void quant_rows(uint32_t type, const uint8_t* packed, size_t row_stride, int64_t rows, int64_t cols, const int8_t* qx,
                 const float* dx, int m, float* y, int64_t r0, int64_t r1) {
     HWY_DYNAMIC_DISPATCH(QuantRows)(type, packed, row_stride, rows, cols, qx, dx, m, y, r0, r1);
+}
+void score_rows(const float* q, const float* k, int n, int hd, float scale, float* scores) {
+    HWY_DYNAMIC_DISPATCH(ScoreRows)(q, k, n, hd, scale, scores);
+}
+void weighted_rows(const float* p, const float* v, int n, int hd, float* out) {
+    HWY_DYNAMIC_DISPATCH(WeightedRows)(p, v, n, hd, out);
 }
 void half_to_f32(const uint16_t* in, bool bf16, int n, float* out) {
     HWY_DYNAMIC_DISPATCH(HalfToF32)(in, bf16, n, out);
