@@ -87,7 +87,7 @@ void BM_Matmul(benchmark::State& state) {
 }
 
 void MatmulArgs(benchmark::internal::Benchmark* b) {
-    for (auto t : {TensorType::kF32, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
+    for (auto t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
         for (int m : {1, 16, 128}) {
             b->Args({int64_t(t), m, 5632, 2048});  // TinyLlama ffn_up/gate
         }

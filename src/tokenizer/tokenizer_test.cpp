@@ -142,6 +142,26 @@ TEST(Tokenizer, UnknownPreTokenizerIsAnError) {
     EXPECT_NE(p.error().message.find("'no-such-pre' is not supported"), std::string::npos);
 }
 
+// Pre-tokenizers without a vocab file here (Llama 3, Qwen2 vocabularies are 4 MiB+):
+// their splits follow from the published regexes.
+TEST(PreTokenizer, Llama3AndQwen2Splits) {
+    auto split = [](const std::string& pre, std::string_view text) {
+        auto p = PreTokenizer::create(pre);
+        EXPECT_TRUE(p.ok());
+        std::vector<std::string> out;
+        for (auto piece : p->split(text)) out.emplace_back(piece);
+        return out;
+    };
+    const std::string text = "Hello world's 12345 test\n\n";
+    EXPECT_EQ(split("llama3", text),
+              (std::vector<std::string>{"Hello", " world", "'s", " ", "123", "45", " test", "\n\n"}));
+    EXPECT_EQ(split("qwen2", text), (std::vector<std::string>{"Hello", " world", "'s", " ", "1", "2", "3", "4", "5",
+                                                              " test", "\n\n"}));
+    EXPECT_EQ(split("gpt-2", "I'm  here!!"), (std::vector<std::string>{"I", "'m", " ", " here", "!!"}));
+    EXPECT_TRUE(PreTokenizer::create("llama-bpe")->ignore_merges());
+    EXPECT_FALSE(PreTokenizer::create("qwen2")->ignore_merges());
+}
+
 TEST(Detokenizer, HoldsBackSplitCharactersAndReplacesInvalidBytes) {
     auto l = load(PAGODA_SOURCE_DIR "/models/stories260K.gguf");
     ASSERT_NE(l, nullptr);
