@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "base/log.h"
 #include "kernels/cpu/ops.h"
@@ -134,9 +135,21 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vec
         for (int t = 0; t < T; ++t) {
             kernels::cpu::rmsnorm(x + size_t(t) * D, L.attn_norm.data(), D, cfg_.rms_eps, h + size_t(t) * D);
         }
-        L.wq.forward(h, T, q);
-        L.wk.forward(h, T, k);
-        L.wv.forward(h, T, v);
+        if (L.qkv.packed()) {  // one fused matmul, then split the rows into q, k, v
+            const int W = QD + 2 * KVD;
+            grow(s_.fused, size_t(T) * W);
+            L.qkv.forward(h, T, s_.fused.data());
+            for (int t = 0; t < T; ++t) {
+                const float* row = s_.fused.data() + size_t(t) * W;
+                std::memcpy(q + size_t(t) * QD, row, sizeof(float) * size_t(QD));
+                std::memcpy(k + size_t(t) * KVD, row + QD, sizeof(float) * size_t(KVD));
+                std::memcpy(v + size_t(t) * KVD, row + QD + KVD, sizeof(float) * size_t(KVD));
+            }
+        } else {
+            L.wq.forward(h, T, q);
+            L.wk.forward(h, T, k);
+            L.wv.forward(h, T, v);
+        }
         // 3. Optional per-head Q/K norm (qwen3), RoPE, and K/V into the paged cache.
 #pragma omp parallel for schedule(static) if (T > 1)
         for (int t = 0; t < T; ++t) {
@@ -160,12 +173,22 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vec
             kernels::cpu::rmsnorm(x + size_t(t) * D, L.ffn_norm.data(), D, cfg_.rms_eps, h + size_t(t) * D);
         }
         // 5. SwiGLU feed-forward and residual.
-        L.w_gate.forward(h, T, s_.gate.data());
-        L.w_up.forward(h, T, s_.up.data());
+        if (L.gate_up.packed()) {  // fused [gate | up] rows
+            grow(s_.fused, size_t(T) * 2 * F);
+            L.gate_up.forward(h, T, s_.fused.data());
 #pragma omp parallel for schedule(static) if (T > 1)
-        for (int t = 0; t < T; ++t) {
-            kernels::cpu::swiglu(s_.gate.data() + size_t(t) * F, s_.up.data() + size_t(t) * F, F,
-                                 s_.gate.data() + size_t(t) * F);
+            for (int t = 0; t < T; ++t) {
+                const float* row = s_.fused.data() + size_t(t) * 2 * F;
+                kernels::cpu::swiglu(row, row + F, F, s_.gate.data() + size_t(t) * F);
+            }
+        } else {
+            L.w_gate.forward(h, T, s_.gate.data());
+            L.w_up.forward(h, T, s_.up.data());
+#pragma omp parallel for schedule(static) if (T > 1)
+            for (int t = 0; t < T; ++t) {
+                kernels::cpu::swiglu(s_.gate.data() + size_t(t) * F, s_.up.data() + size_t(t) * F, F,
+                                     s_.gate.data() + size_t(t) * F);
+            }
         }
         L.w_down.forward(s_.gate.data(), T, s_.o.data());
 #pragma omp parallel for schedule(static) if (T > 1)

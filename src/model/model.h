@@ -52,7 +52,7 @@ class Model {
 
     // Scratch reused across steps ("RunState"); only forward() touches these.
     struct Scratch {
-        std::vector<float> x, h, q, k, v, att, o, gate, up;
+        std::vector<float> x, h, q, k, v, att, o, gate, up, fused;
     } s_;
 };
 

@@ -70,9 +70,11 @@ class Loader {
         return kernels::WeightView{t->type, int64_t(rows), int64_t(cols), t->data.data()};
     }
 
-    Status linear(const std::string& name, uint64_t rows, uint64_t cols, Linear& out, bool bias = false) {
+    enum class PackNow { kYes, kNo };
+    Status linear(const std::string& name, uint64_t rows, uint64_t cols, Linear& out, bool bias = false,
+                  PackNow now = PackNow::kYes) {
         PAGODA_ASSIGN_OR_RETURN(out.view, view(name + ".weight", rows, cols));
-        PAGODA_TRY(pack(out));
+        if (now == PackNow::kYes) PAGODA_TRY(pack(out));
         if (bias) {
             const std::string bname = name + ".bias";
             if (!g_.find_tensor(bname)) {
@@ -93,6 +95,35 @@ class Loader {
         }
         PAGODA_ASSIGN_OR_RETURN(l.dense, kernels::cpu::DenseMatmul::create(l.view));
         packed += l.dense->packed_bytes();
+        return ok_status();
+    }
+
+    // Packs the row-wise concatenation of `parts` (same type and width) into `out`, with
+    // their biases concatenated. Returns false (packing each part alone) when they differ.
+    Status fuse(std::initializer_list<Linear*> parts, Linear& out) {
+        const Linear& first = **parts.begin();
+        bool same = pack_ == Weights::Pack::kYes;
+        int64_t rows = 0;
+        for (Linear* p : parts) {
+            same = same && p->view.type == first.view.type && p->view.cols == first.view.cols;
+            rows += p->view.rows;
+        }
+        if (!same) {
+            for (Linear* p : parts) PAGODA_TRY(pack(*p));
+            return ok_status();
+        }
+        std::vector<uint8_t> joined;  // temporary: the packed copy is made from it
+        for (Linear* p : parts) {
+            const size_t n = p->view.row_bytes() * size_t(p->view.rows);
+            joined.insert(joined.end(), p->view.data, p->view.data + n);
+            if (!p->bias.empty() || !out.bias.empty()) {
+                std::vector<float> b = p->bias.empty() ? std::vector<float>(size_t(p->view.rows), 0.0f) : p->bias;
+                out.bias.insert(out.bias.end(), b.begin(), b.end());
+            }
+        }
+        out.view = kernels::WeightView{first.view.type, rows, first.view.cols, joined.data()};
+        PAGODA_TRY(pack(out));
+        out.view.data = nullptr;  // `joined` dies here; only the packed copy is used
         return ok_status();
     }
 
@@ -136,17 +167,20 @@ Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& ar
         LayerWeights& L = w.layers[size_t(l)];
         const std::string p = fmt::format("blk.{}.", l);
         PAGODA_ASSIGN_OR_RETURN(L.attn_norm, ld.vec(p + "attn_norm.weight", dim));
-        PAGODA_TRY(ld.linear(p + "attn_q", qd, dim, L.wq, arch.qkv_bias));
-        PAGODA_TRY(ld.linear(p + "attn_k", kvd, dim, L.wk, arch.qkv_bias));
-        PAGODA_TRY(ld.linear(p + "attn_v", kvd, dim, L.wv, arch.qkv_bias));
+        const auto later = Loader::PackNow::kNo;
+        PAGODA_TRY(ld.linear(p + "attn_q", qd, dim, L.wq, arch.qkv_bias, later));
+        PAGODA_TRY(ld.linear(p + "attn_k", kvd, dim, L.wk, arch.qkv_bias, later));
+        PAGODA_TRY(ld.linear(p + "attn_v", kvd, dim, L.wv, arch.qkv_bias, later));
+        PAGODA_TRY(ld.fuse({&L.wq, &L.wk, &L.wv}, L.qkv));
         PAGODA_TRY(ld.linear(p + "attn_output", dim, qd, L.wo));
         if (arch.qk_norm) {
             PAGODA_ASSIGN_OR_RETURN(L.q_norm, ld.vec(p + "attn_q_norm.weight", uint64_t(cfg.head_dim)));
             PAGODA_ASSIGN_OR_RETURN(L.k_norm, ld.vec(p + "attn_k_norm.weight", uint64_t(cfg.head_dim)));
         }
         PAGODA_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + "ffn_norm.weight", dim));
-        PAGODA_TRY(ld.linear(p + "ffn_gate", ffn, dim, L.w_gate));
-        PAGODA_TRY(ld.linear(p + "ffn_up", ffn, dim, L.w_up));
+        PAGODA_TRY(ld.linear(p + "ffn_gate", ffn, dim, L.w_gate, false, later));
+        PAGODA_TRY(ld.linear(p + "ffn_up", ffn, dim, L.w_up, false, later));
+        PAGODA_TRY(ld.fuse({&L.w_gate, &L.w_up}, L.gate_up));
         PAGODA_TRY(ld.linear(p + "ffn_down", dim, ffn, L.w_down));
     }
     w.file_bytes = ld.bytes;

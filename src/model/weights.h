@@ -26,11 +26,17 @@ struct Linear {
 
     // y[m][rows] = x[m][cols] W^T + b, with the fast kernels.
     void forward(const float* x, int m, float* y) const;
+    bool packed() const { return dense || quant; }
 };
 
 struct LayerWeights {
     std::vector<float> attn_norm;             // [dim]
+    // wq/wk/wv/w_gate/w_up keep their views (the reference reads them); when their types
+    // match, the fast path uses the fused copies below instead (one matmul, one pass
+    // over the weights' rows, fewer thread barriers), as vLLM's QKV/merged linears do.
     Linear wq, wk, wv, wo;                    // [q_dim x dim], [kv_dim x dim] x2, [dim x q_dim]
+    Linear qkv;                               // [(q_dim + 2 kv_dim) x dim] packed, or unset
+    Linear gate_up;                           // [2 ffn x dim] packed, or unset
     std::vector<float> q_norm, k_norm;        // [head_dim] (qwen3) or empty
     std::vector<float> ffn_norm;              // [dim]
     Linear w_gate, w_up, w_down;              // [ffn x dim] x2, [dim x ffn]
