@@ -5,17 +5,14 @@
 #include "engine/generator.h"
 #include "model/model.h"
 
+#include "testdata/stories260k_golden.h"
+
 namespace pagoda::model {
 namespace {
 
-const std::string kStories = PAGODA_SOURCE_DIR "/models/stories260K.gguf";
-
-// ../shared/data/models/REFERENCE.md: llama.cpp and an independent NumPy port agree.
-const std::vector<int32_t> kGoldenIds = {432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426,
-                                         338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322,
-                                         265, 282, 295, 433, 426, 385, 328, 432, 358, 394};
-const char* kGoldenText =
-    ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw";
+const std::string& kStories = testdata::kStoriesPath;
+const std::vector<int32_t>& kGoldenIds = testdata::kStoriesGoldenIds;
+const char* const kGoldenText = testdata::kStoriesGoldenText;
 
 TEST(Model, Stories260KGreedyMatchesReferenceContinuation) {
     auto m = Model::load(kStories);

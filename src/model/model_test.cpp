@@ -10,15 +10,13 @@
 #include "model/reference.h"
 #include "model/test_model.h"
 
+#include "testdata/stories260k_golden.h"
+
 namespace pagoda::model {
 namespace {
 
-const std::string kStories = PAGODA_SOURCE_DIR "/models/stories260K.gguf";
-
-// ../shared/data/models/REFERENCE.md: llama.cpp and an independent NumPy port agree.
-const std::vector<int32_t> kGoldenIds = {432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426,
-                                         338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322,
-                                         265, 282, 295, 433, 426, 385, 328, 432, 358, 394};
+const std::string& kStories = testdata::kStoriesPath;
+const std::vector<int32_t>& kGoldenIds = testdata::kStoriesGoldenIds;
 
 TEST(Model, ReferenceForwardAgreesOnStories260K) {
     auto m = Model::load(kStories);
