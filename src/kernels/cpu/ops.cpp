@@ -53,7 +53,8 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
     const bool q8 = w.type == TensorType::kQ8_0;
     const int64_t nb = w.cols / 32;
     const size_t values = size_t(nb) * (q8 ? 32 : 16);
-    q->row_stride_ = values + size_t(nb) * sizeof(float);
+    // Scales: fp16 for the VNNI kernel (F16C widens them), f32 for the portable one.
+    q->row_stride_ = values + size_t(nb) * (q->use_vnni_ ? sizeof(uint16_t) : sizeof(float));
     PAGODA_ASSIGN_OR_RETURN(q->packed_, HugeBuffer::allocate(q->row_stride_ * size_t(w.rows)));
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r) {
@@ -63,7 +64,11 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
         for (int64_t b = 0; b < nb; ++b) {
             if (q8) {
                 const auto* blk = reinterpret_cast<const formats::BlockQ8_0*>(src) + b;
-                scales[b] = fp16_to_float(blk->d);
+                if (q->use_vnni_) {
+                    reinterpret_cast<uint16_t*>(dst + values)[b] = blk->d;
+                } else {
+                    scales[b] = fp16_to_float(blk->d);
+                }
                 std::memcpy(dst + b * 32, blk->qs, 32);
             } else {
                 const auto* blk = reinterpret_cast<const formats::BlockQ4_0*>(src) + b;

@@ -62,7 +62,7 @@ class QuantMatmul {
     int64_t rows_ = 0, cols_ = 0;
     size_t row_stride_ = 0;  // bytes per packed row
     // One stream per row: values (int8 for Q8_0, 16 bytes of nibbles per block for Q4_0),
-    // then cols/32 float scales.
+    // then cols/32 scales (fp16 for the VNNI kernel, f32 for the portable one).
     HugeBuffer packed_;
 };
 

@@ -17,13 +17,14 @@ namespace pagoda::kernels::cpu {
 
 bool have_avx512_vnni() {
     static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") &&
+                           __builtin_cpu_supports("f16c");
     return ok;
 }
 
 namespace {
 
-#define PAGODA_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
+#define PAGODA_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,f16c")))
 
 // Two 32-blocks per 512-bit step. Activations arrive as unsigned bytes (x + 128) so one
 // vpdpbusd multiplies them with the signed weights: sum((x+128) w) = sum(x w) + 128 sum(w);
@@ -41,19 +42,22 @@ PAGODA_VNNI inline __m512 block_pair(const int8_t* w, const uint8_t* xu, __mmask
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), scale, acc);
 }
 
-PAGODA_VNNI float dot_row(const int8_t* w, const float* wd, const uint8_t* xu, const float* dx,
-                          int nb) {
+// The row's scales stay fp16 as in the file (2 bytes a block instead of 4: decode reads
+// ~6% fewer bytes); F16C widens them one at a time.
+PAGODA_VNNI inline float sc(const uint16_t* wd, const float* dx, int b) { return _cvtsh_ss(wd[b]) * dx[b]; }
+
+PAGODA_VNNI float dot_row(const int8_t* w, const uint16_t* wd, const uint8_t* xu, const float* dx, int nb) {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int b = 0;
     for (; b + 4 <= nb; b += 4) {
-        acc0 = block_pair(w + b * 32, xu + b * 32, ~__mmask64(0), wd[b] * dx[b], wd[b + 1] * dx[b + 1], acc0);
-        acc1 = block_pair(w + b * 32 + 64, xu + b * 32 + 64, ~__mmask64(0), wd[b + 2] * dx[b + 2],
-                          wd[b + 3] * dx[b + 3], acc1);
+        acc0 = block_pair(w + b * 32, xu + b * 32, ~__mmask64(0), sc(wd, dx, b), sc(wd, dx, b + 1), acc0);
+        acc1 = block_pair(w + b * 32 + 64, xu + b * 32 + 64, ~__mmask64(0), sc(wd, dx, b + 2), sc(wd, dx, b + 3),
+                          acc1);
     }
     for (; b + 2 <= nb; b += 2) {
-        acc0 = block_pair(w + b * 32, xu + b * 32, ~__mmask64(0), wd[b] * dx[b], wd[b + 1] * dx[b + 1], acc0);
+        acc0 = block_pair(w + b * 32, xu + b * 32, ~__mmask64(0), sc(wd, dx, b), sc(wd, dx, b + 1), acc0);
     }
-    if (b < nb) acc1 = block_pair(w + b * 32, xu + b * 32, __mmask64(0xffffffffu), wd[b] * dx[b], 0.0f, acc1);
+    if (b < nb) acc1 = block_pair(w + b * 32, xu + b * 32, __mmask64(0xffffffffu), sc(wd, dx, b), 0.0f, acc1);
     return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
@@ -65,7 +69,7 @@ void quant_rows_q8_vnni(const uint8_t* packed, size_t row_stride, int64_t rows, 
     for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* row = packed + size_t(r) * row_stride;
         const auto* wr = reinterpret_cast<const int8_t*>(row);
-        const float* wdr = reinterpret_cast<const float*>(row + size_t(nb) * 32);
+        const auto* wdr = reinterpret_cast<const uint16_t*>(row + size_t(nb) * 32);
         if (m <= 4 && r + 2 < r1) {  // decode streams weights from DRAM: fetch two rows ahead
             const char* next = reinterpret_cast<const char*>(packed + size_t(r + 2) * row_stride);
             for (size_t off = 0; off < row_stride; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);

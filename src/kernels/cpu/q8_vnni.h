@@ -12,7 +12,7 @@ bool have_avx512_vnni();
 
 // Rows [r0, r1) of repacked Q8_0 weights against m activation rows given as unsigned
 // bytes xu = q + 128 with scales dx. Each packed row: cols int8 values, then cols/32
-// float scales.
+// fp16 scales (as stored in the file).
 void quant_rows_q8_vnni(const uint8_t* packed, size_t row_stride, int64_t rows, int64_t cols, const uint8_t* xu,
                         const float* dx, int m, float* y, int64_t r0, int64_t r1);
 
