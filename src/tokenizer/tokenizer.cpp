@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
+#include <cstdlib>
 #include <queue>
 
 #include "tokenizer/unicode.h"
@@ -205,10 +206,13 @@ std::string Tokenizer::token_bytes(TokenId id, SkipSpecial skip) const {
         return skip == SkipSpecial::kYes ? std::string() : text;
     }
     if (vocab_.kind == TokenizerKind::kSpm) {
-        if (type == TokenType::kByte) {
-            for (int b = 0; b < 256; ++b) {
-                if (vocab_.byte_tokens[size_t(b)] == id) return std::string(1, char(b));
-            }
+        if (type == TokenType::kByte && text.size() == 6 && text.compare(0, 3, "<0x") == 0) {
+            // "<0xNN>": the byte itself (decoded on every streamed token, so no table scan).
+            // A malformed name from a crafted file falls through to the plain text below.
+            char* end = nullptr;
+            const std::string hex = text.substr(3, 2);
+            const long b = std::strtol(hex.c_str(), &end, 16);
+            if (end == hex.c_str() + 2 && text[5] == '>') return std::string(1, char(b));
         }
         std::string out;
         out.reserve(text.size());

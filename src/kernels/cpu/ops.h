@@ -15,7 +15,8 @@ namespace pagoda::kernels::cpu {
 
 // y[m][w.rows] = x[m][w.cols] * W^T for Q8_0 and Q4_0 weights: activations are quantized
 // to 8 bits per 32-block (as llama.cpp does) and dotted with int8 SIMD.
-// F32/F16/BF16 weights go through DenseMatmul instead; this falls back to dequantizing.
+// It repacks the weights on every call: for tests and one-off use. The model packs once
+// (QuantMatmul / DenseMatmul); for F32/F16/BF16 this falls back to dequantizing.
 void matmul(const WeightView& w, const float* x, int m, float* y);
 void rmsnorm(const float* x, const float* weight, int n, float eps, float* out);
 void swiglu(const float* gate, const float* up, int n, float* out);
