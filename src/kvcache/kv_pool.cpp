@@ -69,6 +69,16 @@ kernels::PagedKv KvPool::layer(int l) const {
     return kernels::PagedKv{base, base + pool_bytes, cfg_.dtype, cfg_.block_size, num_kv_heads_, head_dim_};
 }
 
+void KvPool::copy_block(int32_t src, int32_t dst) {
+    PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_) << src << " " << dst;
+    const size_t block_bytes = bytes_per_block() / size_t(2 * num_layers_);
+    const size_t pool_bytes = block_bytes * size_t(num_blocks_);
+    for (int p = 0; p < 2 * num_layers_; ++p) {
+        uint8_t* base = memory_.data() + size_t(p) * pool_bytes;
+        std::memcpy(base + size_t(dst) * block_bytes, base + size_t(src) * block_bytes, block_bytes);
+    }
+}
+
 BlockAllocator::BlockAllocator(int64_t num_blocks) : total_(num_blocks) {
     free_.reserve(size_t(num_blocks));
     for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));

@@ -42,6 +42,8 @@ class KvPool {
     size_t bytes_per_block() const;  // all layers, K and V
     size_t total_bytes() const { return bytes_per_block() * size_t(num_blocks_); }
     kernels::PagedKv layer(int l) const;
+    // Copies block `src` into block `dst` in every layer, K and V (copy-on-write).
+    void copy_block(int32_t src, int32_t dst);
 
   private:
     KvCacheConfig cfg_;
