@@ -14,6 +14,7 @@ const char* error_code_name(ErrorCode code) {
         case ErrorCode::kNotFound: return "not_found";
         case ErrorCode::kIo: return "io";
         case ErrorCode::kOutOfRange: return "out_of_range";
+        case ErrorCode::kResourceExhausted: return "resource_exhausted";
         case ErrorCode::kInternal: return "internal";
     }
     return "unknown";

@@ -18,6 +18,7 @@ enum class ErrorCode {
     kNotFound,         // a file, key or tensor does not exist
     kIo,               // the operating system refused (open, mmap, read)
     kOutOfRange,       // e.g. prompt longer than the context
+    kResourceExhausted,  // a queue or pool is full now; retrying later may succeed
     kInternal,
 };
 

@@ -1,0 +1,338 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+#include "base/log.h"
+
+namespace pagoda::scheduler {
+
+const char* wait_reason_name(WaitReason r) {
+    switch (r) {
+        case WaitReason::kNew: return "new";
+        case WaitReason::kNoFreeBlocks: return "no_free_blocks";
+        case WaitReason::kTokenBudget: return "token_budget";
+        case WaitReason::kSeqCap: return "max_num_seqs";
+        case WaitReason::kPriority: return "priority";
+        case WaitReason::kQueueLimit: return "queue_limit";
+    }
+    return "?";
+}
+
+Status RuntimeKnobs::validate() const {
+    if (max_num_seqs < 1 || max_num_seqs > 65536) {
+        return make_error(ErrorCode::kInvalidArgument, "max_num_seqs must be in [1, 65536], got {}", max_num_seqs);
+    }
+    if (max_num_batched_tokens < 1 || max_num_batched_tokens > (1 << 20)) {
+        return make_error(ErrorCode::kInvalidArgument, "max_num_batched_tokens must be in [1, 1048576], got {}",
+                          max_num_batched_tokens);
+    }
+    if (long_prefill_token_threshold < 0) {
+        return make_error(ErrorCode::kInvalidArgument, "long_prefill_token_threshold must be >= 0 (0 = no cap), got {}",
+                          long_prefill_token_threshold);
+    }
+    if (max_waiting_requests < 1) {
+        return make_error(ErrorCode::kInvalidArgument, "max_waiting_requests must be >= 1, got {}", max_waiting_requests);
+    }
+    if (max_waiting_tokens < 1) {
+        return make_error(ErrorCode::kInvalidArgument, "max_waiting_tokens must be >= 1, got {}", max_waiting_tokens);
+    }
+    return ok_status();
+}
+
+Status SchedulerConfig::validate() const {
+    PAGODA_TRY(knobs.validate());
+    if (!(watermark >= 0.0 && watermark < 1.0)) {
+        return make_error(ErrorCode::kInvalidArgument, "watermark must be in [0, 1), got {}", watermark);
+    }
+    if (max_model_len < 1) return make_error(ErrorCode::kInvalidArgument, "max_model_len must be >= 1");
+    if (!enable_chunked_prefill && knobs.max_num_batched_tokens < max_model_len) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "with chunked prefill off, max_num_batched_tokens ({}) must be >= max_model_len ({}) so every "
+                          "prompt fits in one step",
+                          knobs.max_num_batched_tokens, max_model_len);
+    }
+    return ok_status();
+}
+
+Scheduler::Scheduler(const SchedulerConfig& cfg, kvcache::BlockManager& blocks) : cfg_(cfg), blocks_(blocks) {}
+
+bool Scheduler::before(const Sequence* a, const Sequence* b) {
+    if (a->priority != b->priority) return a->priority < b->priority;
+    if (a->arrival != b->arrival) return a->arrival < b->arrival;
+    return a->id < b->id;
+}
+
+void Scheduler::insert_sorted(std::vector<Sequence*>& q, Sequence* s) {
+    q.insert(std::upper_bound(q.begin(), q.end(), s, before), s);
+}
+
+void Scheduler::remove_from(std::vector<Sequence*>& q, Sequence* s) {
+    auto it = std::find(q.begin(), q.end(), s);
+    if (it != q.end()) q.erase(it);
+}
+
+int64_t Scheduler::watermark_blocks() const {
+    return int64_t(cfg_.watermark * double(blocks_.num_total()));
+}
+
+Status Scheduler::set_knobs(const RuntimeKnobs& k) {
+    PAGODA_TRY(k.validate());
+    if (!cfg_.enable_chunked_prefill && k.max_num_batched_tokens < cfg_.max_model_len) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "with chunked prefill off, max_num_batched_tokens ({}) must be >= max_model_len ({})",
+                          k.max_num_batched_tokens, cfg_.max_model_len);
+    }
+    cfg_.knobs = k;
+    return ok_status();
+}
+
+Status Scheduler::add(std::unique_ptr<Sequence> seq) {
+    PAGODA_CHECK(seq != nullptr) << "null sequence";
+    const int64_t n = int64_t(seq->tokens.size());
+    if (n == 0) return make_error(ErrorCode::kInvalidArgument, "the prompt is empty (no tokens)");
+    if (has(seq->id)) return make_error(ErrorCode::kInvalidArgument, "sequence id {} is already in use", seq->id);
+    const int64_t max_total = std::max<int64_t>(seq->max_total_tokens, n);
+    if (max_total > cfg_.max_model_len) {
+        return make_error(ErrorCode::kOutOfRange,
+                          "prompt of {} tokens plus up to {} new tokens exceeds the maximum model length of {}", n,
+                          max_total - n, cfg_.max_model_len);
+    }
+    if (blocks_.blocks_for(max_total) > blocks_.num_total()) {
+        return make_error(ErrorCode::kOutOfRange,
+                          "{} tokens need {} KV blocks but the whole cache holds {}; lower max_tokens or raise "
+                          "--kv-cache-memory",
+                          max_total, blocks_.blocks_for(max_total), blocks_.num_total());
+    }
+    if (int64_t(waiting_.size()) >= cfg_.knobs.max_waiting_requests) {
+        return make_error(ErrorCode::kResourceExhausted, "the waiting queue is full ({} requests, limit {})",
+                          waiting_.size(), cfg_.knobs.max_waiting_requests);
+    }
+    if (waiting_tokens_ + n > cfg_.knobs.max_waiting_tokens) {
+        return make_error(ErrorCode::kResourceExhausted,
+                          "the waiting queue is full ({} prompt tokens queued, limit {}, this prompt {})", waiting_tokens_,
+                          cfg_.knobs.max_waiting_tokens, n);
+    }
+    seq->arrival = next_arrival_++;
+    seq->state = Sequence::State::kWaiting;
+    seq->reason = WaitReason::kNew;
+    seq->num_computed = 0;
+    if (seq->num_prompt_tokens == 0) seq->num_prompt_tokens = int32_t(n);
+    Sequence* s = seq.get();
+    seqs_.emplace(s->id, std::move(seq));
+    insert_sorted(waiting_, s);
+    waiting_tokens_ += n;
+    return ok_status();
+}
+
+void Scheduler::preempt(Sequence* victim, BatchPlan& plan, const std::string& why) {
+    // Unschedule it if it was already part of this step.
+    auto it = std::find_if(plan.seqs.begin(), plan.seqs.end(), [&](const ScheduledSeq& x) { return x.id == victim->id; });
+    if (it != plan.seqs.end()) {
+        plan.num_batched_tokens -= it->num_tokens;
+        if (it->decode) {
+            --plan.num_decode_seqs;
+        } else {
+            plan.num_prefill_tokens -= it->num_tokens;
+        }
+        plan.seqs.erase(it);
+        const auto& table = blocks_.table(victim->id);
+        std::erase_if(plan.copies, [&](const kvcache::BlockCopy& c) {
+            return std::find(table.begin(), table.end(), c.dst) != table.end();
+        });
+    }
+    blocks_.free(victim->id);
+    remove_from(running_, victim);
+    victim->state = Sequence::State::kWaiting;
+    victim->reason = WaitReason::kNoFreeBlocks;
+    victim->num_computed = 0;
+    ++victim->num_preemptions;
+    ++preemptions_;
+    insert_sorted(waiting_, victim);
+    waiting_tokens_ += int64_t(victim->tokens.size());
+    plan.preempted.push_back({victim->id, why});
+    log_info("preempted sequence {} (priority {}, {} tokens, preemption #{}): {}", victim->id, victim->priority,
+                    victim->tokens.size(), victim->num_preemptions, why);
+}
+
+BatchPlan Scheduler::schedule(Clock::time_point now) {
+    BatchPlan plan;
+    const RuntimeKnobs& k = cfg_.knobs;
+    int64_t budget = k.max_num_batched_tokens;
+    const size_t seq_cap = size_t(k.max_num_seqs);
+
+    // Queued past the deadline: out.
+    for (size_t i = 0; i < waiting_.size();) {
+        Sequence* s = waiting_[i];
+        if (s->deadline && now > *s->deadline) {
+            plan.timed_out.push_back(s->id);
+            waiting_tokens_ -= int64_t(s->tokens.size());
+            waiting_.erase(waiting_.begin() + ptrdiff_t(i));
+            blocks_.free(s->id);
+            seqs_.erase(s->id);
+        } else {
+            ++i;
+        }
+    }
+
+    auto chunk_for = [&](int64_t remaining, bool prefill) {
+        int64_t n = std::min(remaining, budget);
+        if (prefill && k.long_prefill_token_threshold > 0) n = std::min<int64_t>(n, k.long_prefill_token_threshold);
+        return n;
+    };
+    auto push = [&](Sequence* s, int64_t n, bool decode) {
+        ScheduledSeq x;
+        x.id = s->id;
+        x.pos_start = int32_t(s->num_computed);
+        x.num_tokens = int32_t(n);
+        x.sample = s->num_computed + n == int64_t(s->tokens.size());
+        x.decode = decode;
+        plan.seqs.push_back(x);
+        plan.num_batched_tokens += int32_t(n);
+        if (decode) {
+            ++plan.num_decode_seqs;
+        } else {
+            plan.num_prefill_tokens += int32_t(n);
+        }
+        budget -= n;
+    };
+
+    // Running sequences: decodes first, then prefill chunks.
+    for (int pass = 0; pass < 2; ++pass) {
+        const bool decode_pass = pass == 0;
+        for (size_t i = 0; i < running_.size(); ++i) {
+            Sequence* s = running_[i];
+            const int64_t remaining = int64_t(s->tokens.size()) - s->num_computed;
+            const bool is_decode = remaining == 1 && s->num_computed >= s->num_prompt_tokens;
+            if (is_decode != decode_pass || remaining <= 0) continue;
+            if (plan.seqs.size() >= seq_cap || budget <= 0) continue;
+            const int64_t n = chunk_for(remaining, !is_decode);
+            if (!cfg_.enable_chunked_prefill && n < remaining) continue;
+            const int64_t need_tokens = s->num_computed + n;
+            bool self_preempted = false;
+            while (!blocks_.can_grow(s->id, need_tokens, s->num_computed)) {
+                Sequence* victim = running_.back();
+                const std::string why = fmt::format("sequence {} needs {} more KV blocks to grow to {} tokens; {} available",
+                                                    s->id, blocks_.blocks_to_grow(s->id, need_tokens, s->num_computed),
+                                                    need_tokens, blocks_.num_available());
+                preempt(victim, plan, why);
+                if (victim == s) {
+                    self_preempted = true;
+                    break;
+                }
+            }
+            if (self_preempted) break;  // s was the last running sequence
+            blocks_.grow(s->id, need_tokens, s->num_computed, &plan.copies);
+            push(s, n, is_decode);
+        }
+    }
+
+    // Admissions, in priority order; the first that cannot go blocks those behind it.
+    bool blocked = !plan.preempted.empty();
+    WaitReason block_reason = WaitReason::kNoFreeBlocks;
+    int block_priority = waiting_.empty() ? 0 : waiting_.front()->priority;
+    for (size_t i = 0; i < waiting_.size();) {
+        Sequence* s = waiting_[i];
+        if (blocked) {
+            s->reason = s->priority != block_priority ? WaitReason::kPriority : block_reason;
+            ++i;
+            continue;
+        }
+        std::optional<WaitReason> r;
+        kvcache::AllocationCheck check;
+        int64_t n = 0;
+        if (running_.size() >= seq_cap || plan.seqs.size() >= seq_cap) {
+            r = WaitReason::kSeqCap;
+        } else if (budget <= 0) {
+            r = WaitReason::kTokenBudget;
+        } else {
+            check = blocks_.check_allocate(s->tokens, s->cache_salt, running_.empty() ? 0 : watermark_blocks());
+            if (!check.fits) {
+                r = WaitReason::kNoFreeBlocks;
+            } else {
+                const int64_t remaining = int64_t(s->tokens.size()) - check.cached_tokens;
+                n = chunk_for(remaining, true);
+                if (!cfg_.enable_chunked_prefill && n < remaining) r = WaitReason::kTokenBudget;
+            }
+        }
+        if (r) {
+            blocked = true;
+            block_reason = *r;
+            block_priority = s->priority;
+            s->reason = *r;
+            ++i;
+            continue;
+        }
+        const int32_t cached = blocks_.allocate(s->id, s->tokens, s->cache_salt);
+        PAGODA_CHECK(cached == check.cached_tokens) << cached << " vs " << check.cached_tokens;
+        s->num_computed = cached;
+        s->cached_tokens += cached;
+        s->state = Sequence::State::kRunning;
+        waiting_tokens_ -= int64_t(s->tokens.size());
+        waiting_.erase(waiting_.begin() + ptrdiff_t(i));
+        insert_sorted(running_, s);
+        plan.admitted.push_back(s->id);
+        push(s, n, false);
+    }
+    return plan;
+}
+
+void Scheduler::on_step_done(const BatchPlan& plan) {
+    for (const ScheduledSeq& x : plan.seqs) {
+        Sequence* s = get(x.id);
+        if (s == nullptr || s->state != Sequence::State::kRunning) continue;
+        s->num_computed = x.pos_start + x.num_tokens;
+        s->scheduled_once = true;
+        blocks_.publish(s->id, s->tokens, s->num_computed);
+    }
+}
+
+void Scheduler::append_token(SeqId id, int32_t token) {
+    Sequence* s = get(id);
+    PAGODA_CHECK(s != nullptr) << "unknown sequence " << id;
+    s->tokens.push_back(token);
+}
+
+void Scheduler::fork(SeqId parent, SeqId child) {
+    Sequence* p = get(parent);
+    PAGODA_CHECK(p != nullptr && p->state == Sequence::State::kRunning) << "fork of a sequence that is not running";
+    PAGODA_CHECK(!has(child)) << "sequence id " << child << " is already in use";
+    auto c = std::make_unique<Sequence>(*p);
+    c->id = child;
+    c->num_preemptions = 0;
+    c->cached_tokens = 0;
+    blocks_.fork(parent, child);
+    Sequence* raw = c.get();
+    seqs_.emplace(child, std::move(c));
+    insert_sorted(running_, raw);
+}
+
+void Scheduler::finish(SeqId id) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) return;
+    Sequence* s = it->second.get();
+    if (s->state == Sequence::State::kWaiting) {
+        remove_from(waiting_, s);
+        waiting_tokens_ -= int64_t(s->tokens.size());
+    } else {
+        remove_from(running_, s);
+    }
+    blocks_.free(id);
+    seqs_.erase(it);
+}
+
+Sequence* Scheduler::get(SeqId id) {
+    auto it = seqs_.find(id);
+    return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+QueueCounts Scheduler::counts() const {
+    QueueCounts c;
+    c.running = int64_t(running_.size());
+    c.waiting = int64_t(waiting_.size());
+    c.waiting_tokens = waiting_tokens_;
+    for (const Sequence* s : waiting_) ++c.by_reason[int(s->reason)];
+    return c;
+}
+
+}  // namespace pagoda::scheduler

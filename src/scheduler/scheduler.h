@@ -1,0 +1,154 @@
+#pragma once
+// Scheduler: decides, each step, which sequences run and how many tokens each computes.
+// Two passes (ARCHITECTURE.md §4): capacity (can the block manager hold it?) then budget
+// (tokens and sequences per step). Running decodes go first, then running prefill chunks,
+// then admissions from the waiting queue in priority order (lower value first, FCFS inside
+// a class). When a running sequence cannot grow, the lowest-priority, latest-arriving
+// running sequence is preempted by recompute: its blocks go back to the pool (full ones
+// stay in the prefix cache) and it rejoins the waiting queue.
+//
+// Never sees weights or text: sequences are token ids. Owned by the engine thread.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "kvcache/block_manager.h"
+
+namespace pagoda::scheduler {
+
+using kvcache::SeqId;
+using Clock = std::chrono::steady_clock;
+
+// Why a request is still waiting (one per waiting request, refreshed every step).
+enum class WaitReason {
+    kNew,           // arrived since the last step
+    kNoFreeBlocks,  // its prompt does not fit in the free KV blocks (minus the watermark)
+    kTokenBudget,   // this step's token budget is spent
+    kSeqCap,        // --max-num-seqs sequences are running
+    kPriority,      // a higher-priority request ahead of it is waiting
+    kQueueLimit,    // refused at submit: the waiting queue is full
+};
+inline constexpr int kNumWaitReasons = 6;
+const char* wait_reason_name(WaitReason r);
+
+// Knobs that may change between steps without a restart.
+struct RuntimeKnobs {
+    int max_num_seqs = 256;              // sequences per step (vLLM --max-num-seqs)
+    int max_num_batched_tokens = 2048;   // tokens per step (vLLM --max-num-batched-tokens)
+    int long_prefill_token_threshold = 0;  // most tokens one prefill may take per step; 0 = no cap
+    int max_waiting_requests = 4096;     // bounded queue: requests
+    int64_t max_waiting_tokens = 1 << 22;  // bounded queue: prompt tokens
+
+    Status validate() const;
+};
+
+struct SchedulerConfig {
+    RuntimeKnobs knobs;
+    bool enable_chunked_prefill = true;
+    double watermark = 0.01;  // fraction of KV blocks admission keeps free for running sequences
+    int max_model_len = 2048;
+
+    Status validate() const;
+};
+
+struct Sequence {
+    SeqId id = 0;
+    int priority = 0;         // lower runs first (vLLM's convention)
+    uint64_t arrival = 0;     // submission order (set by add())
+    std::vector<int32_t> tokens;  // prompt, then generated tokens
+    int32_t num_prompt_tokens = 0;
+    int32_t max_total_tokens = 0;  // prompt + max new tokens (capacity check)
+    int64_t num_computed = 0;      // tokens whose K/V are in the cache
+    uint64_t cache_salt = 0;
+    std::optional<Clock::time_point> deadline;  // while queued
+
+    enum class State { kWaiting, kRunning } state = State::kWaiting;
+    WaitReason reason = WaitReason::kNew;
+    int num_preemptions = 0;
+    int64_t cached_tokens = 0;  // prompt tokens served by the prefix cache (all admissions)
+    bool scheduled_once = false;
+};
+
+struct ScheduledSeq {
+    SeqId id = 0;
+    int32_t pos_start = 0;   // first position computed (= num_computed)
+    int32_t num_tokens = 0;  // tokens computed this step
+    bool sample = false;     // this chunk reaches the last known token: sample from its logits
+    bool decode = false;     // one generated token (else a prefill chunk)
+};
+
+struct Preemption {
+    SeqId id = 0;
+    std::string reason;
+};
+
+struct BatchPlan {
+    std::vector<ScheduledSeq> seqs;           // in running order
+    std::vector<kvcache::BlockCopy> copies;   // to perform before the forward
+    std::vector<Preemption> preempted;
+    std::vector<SeqId> timed_out;             // left the waiting queue past their deadline
+    std::vector<SeqId> admitted;              // left the waiting queue this step
+    int32_t num_batched_tokens = 0;
+    int32_t num_prefill_tokens = 0;
+    int32_t num_decode_seqs = 0;
+
+    bool empty() const { return seqs.empty(); }
+};
+
+struct QueueCounts {
+    int64_t running = 0, waiting = 0, waiting_tokens = 0;
+    int64_t by_reason[kNumWaitReasons] = {};
+};
+
+class Scheduler {
+  public:
+    Scheduler(const SchedulerConfig& cfg, kvcache::BlockManager& blocks);
+
+    // Enqueues a sequence. kResourceExhausted when the waiting queue is full (retry later);
+    // kInvalidArgument/kOutOfRange when it can never run (longer than the context or the
+    // whole KV cache, or than the token budget with chunked prefill off).
+    Status add(std::unique_ptr<Sequence> seq);
+
+    BatchPlan schedule(Clock::time_point now);
+    // After the forward: scheduled tokens are computed; full blocks join the prefix cache.
+    void on_step_done(const BatchPlan& plan);
+    void append_token(SeqId id, int32_t token);
+    // A running copy of `parent` (n > 1 samples) sharing its blocks.
+    void fork(SeqId parent, SeqId child);
+    // Removes the sequence wherever it is and frees its blocks. No-op if unknown.
+    void finish(SeqId id);
+
+    Sequence* get(SeqId id);
+    bool has(SeqId id) const { return seqs_.count(id) != 0; }
+    QueueCounts counts() const;
+    const std::vector<Sequence*>& running() const { return running_; }
+    const std::vector<Sequence*>& waiting() const { return waiting_; }
+    const RuntimeKnobs& knobs() const { return cfg_.knobs; }
+    Status set_knobs(const RuntimeKnobs& k);
+    const SchedulerConfig& config() const { return cfg_; }
+    int64_t total_preemptions() const { return preemptions_; }
+
+  private:
+    static bool before(const Sequence* a, const Sequence* b);  // scheduling order
+    void insert_sorted(std::vector<Sequence*>& q, Sequence* s);
+    void remove_from(std::vector<Sequence*>& q, Sequence* s);
+    void preempt(Sequence* victim, BatchPlan& plan, const std::string& why);
+    int64_t watermark_blocks() const;
+
+    SchedulerConfig cfg_;
+    kvcache::BlockManager& blocks_;
+    std::map<SeqId, std::unique_ptr<Sequence>> seqs_;
+    std::vector<Sequence*> waiting_;  // sorted by (priority, arrival, id)
+    std::vector<Sequence*> running_;  // sorted by (priority, arrival, id)
+    int64_t waiting_tokens_ = 0;
+    uint64_t next_arrival_ = 0;
+    int64_t preemptions_ = 0;
+};
+
+}  // namespace pagoda::scheduler
