@@ -2,24 +2,117 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace pagoda::engine {
 
-Status SamplingParams::validate() const {
-    if (!(temperature >= 0.0f) || temperature > 100.0f) {
-        return make_error(ErrorCode::kInvalidArgument, "temperature must be in [0, 100], got {}", temperature);
+#define bad(...) make_error(ErrorCode::kInvalidArgument, __VA_ARGS__)
+Status SamplingParams::validate(int vocab_size) const {
+    if (!(temperature >= 0.0f) || temperature > 100.0f) return bad("temperature must be in [0, 100], got {}", temperature);
+    if (top_k < -1) return bad("top_k must be -1, 0 (off) or > 0, got {}", top_k);
+    if (!(top_p > 0.0f && top_p <= 1.0f)) return bad("top_p must be in (0, 1], got {}", top_p);
+    if (!(min_p >= 0.0f && min_p <= 1.0f)) return bad("min_p must be in [0, 1], got {}", min_p);
+    if (!(repetition_penalty > 0.0f && repetition_penalty <= 2.0f)) {
+        return bad("repetition_penalty must be in (0, 2], got {}", repetition_penalty);
     }
-    if (top_k < -1) return make_error(ErrorCode::kInvalidArgument, "top_k must be -1, 0 (off) or > 0, got {}", top_k);
-    if (!(top_p > 0.0f && top_p <= 1.0f)) {
-        return make_error(ErrorCode::kInvalidArgument, "top_p must be in (0, 1], got {}", top_p);
+    if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
+        return bad("presence_penalty must be in [-2, 2], got {}", presence_penalty);
     }
-    if (!(min_p >= 0.0f && min_p <= 1.0f)) {
-        return make_error(ErrorCode::kInvalidArgument, "min_p must be in [0, 1], got {}", min_p);
+    if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
+        return bad("frequency_penalty must be in [-2, 2], got {}", frequency_penalty);
     }
+    for (const auto& [id, bias] : logit_bias) {
+        if (id < 0 || (vocab_size > 0 && id >= vocab_size)) {
+            return bad("logit_bias token id {} is out of range [0, {})", id, vocab_size);
+        }
+        if (!(bias >= -100.0f && bias <= 100.0f)) return bad("logit_bias for token {} must be in [-100, 100], got {}", id, bias);
+    }
+    if (max_tokens < 1) return bad("max_tokens must be >= 1, got {}", max_tokens);
+    if (min_tokens < 0 || min_tokens > max_tokens) {
+        return bad("min_tokens must be in [0, max_tokens={}], got {}", max_tokens, min_tokens);
+    }
+    if (stop.size() > 16) return bad("at most 16 stop strings are allowed, got {}", stop.size());
+    for (const auto& s : stop) {
+        if (s.empty()) return bad("stop strings must not be empty");
+        if (s.size() > 256) return bad("a stop string may be at most 256 bytes, got {}", s.size());
+    }
+    for (int32_t id : stop_token_ids) {
+        if (id < 0 || (vocab_size > 0 && id >= vocab_size)) {
+            return bad("stop_token_ids: token id {} is out of range [0, {})", id, vocab_size);
+        }
+    }
+    if (n < 1 || n > kMaxN) return bad("n must be in [1, {}], got {}", kMaxN, n);
+    if (logprobs < -1 || logprobs > kMaxLogprobs) return bad("logprobs must be in [0, {}], got {}", kMaxLogprobs, logprobs);
     return ok_status();
 }
+#undef bad
 
-Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed ? *p.seed : std::random_device{}()) {}
+Sampler::Sampler(const SamplingParams& p, int index)
+    : p_(p), rng_(p.seed ? *p.seed + uint64_t(index) : std::random_device{}()) {}
+
+void Sampler::accept(int32_t token) {
+    ++counts_[token];
+    ++generated_;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> prompt,
+                        std::span<const int32_t> end_tokens) {
+    const bool penalties = p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+    const bool mask_end = generated_ < p_.min_tokens && !end_tokens.empty();
+    if (!penalties && !mask_end && p_.logit_bias.empty()) return draw(logits);
+    row_.assign(logits.begin(), logits.end());
+    const int32_t vocab = int32_t(row_.size());
+    for (const auto& [id, bias] : p_.logit_bias) {
+        if (id >= 0 && id < vocab) row_[size_t(id)] += bias;
+    }
+    if (mask_end) {
+        for (int32_t id : end_tokens) {
+            if (id >= 0 && id < vocab) row_[size_t(id)] = -std::numeric_limits<float>::infinity();
+        }
+    }
+    if (p_.repetition_penalty != 1.0f) {
+        // Each token seen in the prompt or the output, once: divide positive logits, multiply negative.
+        std::vector<uint8_t> seen(size_t(vocab), 0);
+        auto apply = [&](int32_t id) {
+            if (id < 0 || id >= vocab || seen[size_t(id)]) return;
+            seen[size_t(id)] = 1;
+            float& l = row_[size_t(id)];
+            l = l > 0.0f ? l / p_.repetition_penalty : l * p_.repetition_penalty;
+        };
+        for (int32_t id : prompt) apply(id);
+        for (const auto& [id, c] : counts_) apply(id);
+    }
+    if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
+        for (const auto& [id, c] : counts_) {
+            if (id >= 0 && id < vocab) row_[size_t(id)] -= p_.frequency_penalty * float(c) + p_.presence_penalty;
+        }
+    }
+    return draw(row_);
+}
+
+int32_t Sampler::sample(std::span<const float> logits) { return draw(logits); }
+
+TokenLogprob compute_logprobs(std::span<const float> logits, int32_t token, int k) {
+    TokenLogprob r;
+    r.token = token;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (float l : logits) mx = std::max(mx, l);
+    double sum = 0.0;
+    for (float l : logits) sum += std::exp(double(l) - double(mx));
+    const float lse = mx + float(std::log(sum));
+    r.logprob = logits[size_t(token)] - lse;
+    if (k > 0) {
+        std::vector<std::pair<float, int32_t>> c;
+        c.reserve(logits.size());
+        for (size_t i = 0; i < logits.size(); ++i) c.emplace_back(logits[i], int32_t(i));
+        const size_t kk = std::min(size_t(k), c.size());
+        std::partial_sort(c.begin(), c.begin() + ptrdiff_t(kk), c.end(), [](const auto& a, const auto& b) {
+            return a.first > b.first || (a.first == b.first && a.second < b.second);
+        });
+        for (size_t i = 0; i < kk; ++i) r.top.emplace_back(c[i].second, c[i].first - lse);
+    }
+    return r;
+}
 
 int32_t argmax(std::span<const float> logits) {
     int32_t best = 0;
@@ -29,7 +122,7 @@ int32_t argmax(std::span<const float> logits) {
     return best;
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+int32_t Sampler::draw(std::span<const float> logits) {
     if (p_.temperature == 0.0f) return argmax(logits);
     cand_.clear();
     cand_.reserve(logits.size());

@@ -1,12 +1,18 @@
 #pragma once
-// Sampler: turns one row of logits into a token id with a seeded RNG per request.
-// temperature 0 is greedy (argmax, lowest id on ties). One instance per request;
+// Sampling: request parameters (OpenAI's and vLLM's names and defaults), and the Sampler
+// that turns one row of logits into a token id. Order of processing, as in vLLM: logit_bias,
+// min_tokens (end tokens masked), repetition penalty (prompt and output), frequency and
+// presence penalties (output), then temperature, top_k, min_p, top_p and a draw from a seeded
+// RNG. temperature 0 is greedy (argmax, lowest id on ties). One Sampler per output sequence;
 // not thread-safe.
 
 #include <cstdint>
 #include <optional>
 #include <random>
 #include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -19,21 +25,58 @@ struct SamplingParams {
     float top_p = 1.0f;        // (0, 1]
     float min_p = 0.0f;        // [0, 1]
     std::optional<uint64_t> seed;  // none: a random seed
+    float repetition_penalty = 1.0f;  // (0, 2]; 1 = off
+    float presence_penalty = 0.0f;    // [-2, 2]
+    float frequency_penalty = 0.0f;   // [-2, 2]
+    std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> bias in [-100, 100]
 
-    Status validate() const;
+    int max_tokens = 16;   // new tokens per output (OpenAI's default for completions)
+    int min_tokens = 0;    // end tokens and stop strings are ignored before this many
+    std::vector<std::string> stop;        // stop strings (never part of the output)
+    std::vector<int32_t> stop_token_ids;  // extra end tokens
+    bool ignore_eos = false;
+    int n = 1;             // parallel samples sharing the prompt's blocks
+    int logprobs = -1;     // -1: none; k >= 0: the chosen token's logprob and the top k alternatives
+
+    // vocab_size 0 skips the token id range checks.
+    Status validate(int vocab_size = 0) const;
 };
+
+inline constexpr int kMaxLogprobs = 20;
+inline constexpr int kMaxN = 64;
 
 class Sampler {
   public:
-    explicit Sampler(const SamplingParams& p);
+    // `index` distinguishes the n samples of one request (seed + index).
+    explicit Sampler(const SamplingParams& p, int index = 0);
+    // Plain sampling of a logits row (no penalties; the row is not changed).
     int32_t sample(std::span<const float> logits);
+    // Full processing: `prompt` for the repetition penalty, the sampler's own history for
+    // the others; `end_tokens` are masked while fewer than min_tokens were generated.
+    int32_t sample(std::span<const float> logits, std::span<const int32_t> prompt,
+                   std::span<const int32_t> end_tokens);
+    // Records a generated token (penalty history).
+    void accept(int32_t token);
+    int num_generated() const { return generated_; }
 
   private:
+    int32_t draw(std::span<const float> logits);
     SamplingParams p_;
     std::mt19937_64 rng_;
-    std::vector<std::pair<float, int32_t>> cand_;  // scratch
+    std::unordered_map<int32_t, int> counts_;  // generated token -> occurrences
+    int generated_ = 0;
+    std::vector<float> row_;                        // scratch: processed logits
+    std::vector<std::pair<float, int32_t>> cand_;   // scratch
 };
 
 int32_t argmax(std::span<const float> logits);
+
+// log-softmax of the raw row: the chosen token's logprob and the top `k` alternatives.
+struct TokenLogprob {
+    int32_t token = 0;
+    float logprob = 0.0f;
+    std::vector<std::pair<int32_t, float>> top;  // best first
+};
+TokenLogprob compute_logprobs(std::span<const float> logits, int32_t token, int k);
 
 }  // namespace pagoda::engine

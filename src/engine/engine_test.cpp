@@ -1,0 +1,450 @@
+// Engine: continuous batching end to end over real models (the bundled stories260K and a
+// random-weight GQA model): batch invariance, preemption, prefix caching, cancellation,
+// seeded sampling, stop rules, n > 1, logprobs, deadlines, queue limits and knobs.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <thread>
+
+#include "base/check.h"
+#include "base/log.h"
+#include "model/test_model.h"
+#include "testdata/stories260k_golden.h"
+
+namespace pagoda::engine {
+namespace {
+
+using namespace std::chrono_literals;
+
+model::Model& stories() {
+    static std::unique_ptr<model::Model> m = [] {
+        auto r = model::Model::load(testdata::kStoriesPath);
+        PAGODA_CHECK(r.ok()) << r.error().message;
+        return std::move(r).value();
+    }();
+    return *m;
+}
+
+model::Model& tiny_gqa() {
+    static std::unique_ptr<model::Model> m = [] {
+        const std::string path = ::testing::TempDir() + "/pagoda_engine_tiny_gqa.gguf";
+        auto s = model::find_shape("tiny-gqa");
+        PAGODA_CHECK(s.ok()) << "shape";
+        auto st = model::write_test_model(
+            {.shape = *s, .dtype = formats::TensorType::kF32, .seed = 11, .vocab_path = testdata::kStoriesPath, .output_path = path});
+        PAGODA_CHECK(st.ok()) << st.error().message;
+        auto r = model::Model::load(path);
+        PAGODA_CHECK(r.ok()) << r.error().message;
+        return std::move(r).value();
+    }();
+    return *m;
+}
+
+EngineConfig config(int block_size, int budget, int64_t num_blocks = 512) {
+    EngineConfig c;
+    c.kv.block_size = block_size;
+    c.kv.num_blocks = num_blocks;
+    c.sched.knobs.max_num_batched_tokens = budget;
+    c.sched.knobs.max_num_seqs = 64;
+    c.sched.max_model_len = 0;
+    return c;
+}
+
+struct Output {
+    std::vector<int32_t> ids;
+    std::string text;
+    FinishReason finish = FinishReason::kError;
+    std::string stop_reason;
+    Usage usage;
+    RequestTimings timings;
+    uint64_t last_step = 0;
+};
+
+// Collects every event of a stream; one Output per sample index.
+std::vector<Output> collect(RequestStream& s, int n = 1) {
+    std::vector<Output> out(static_cast<size_t>(n));
+    Event ev;
+    while (s.next(ev)) {
+        Output& o = out[size_t(ev.index)];
+        o.ids.insert(o.ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+        o.text += ev.text;
+        o.last_step = ev.step;
+        if (ev.finish) {
+            o.finish = *ev.finish;
+            o.stop_reason = ev.stop_reason;
+        }
+        if (ev.request_done) {
+            for (auto& x : out) {
+                x.usage = ev.usage;
+                x.timings = ev.timings;
+            }
+        }
+    }
+    return out;
+}
+
+Request greedy(std::vector<int32_t> prompt, int max_tokens) {
+    Request r;
+    r.prompt_ids = std::move(prompt);
+    r.sampling.temperature = 0.0f;
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.ignore_eos = true;
+    return r;
+}
+
+std::vector<std::vector<int32_t>> random_prompts(const model::Model& m, int count, int min_len, int max_len, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const auto& v = m.tokenizer().vocab();
+    std::vector<std::vector<int32_t>> out;
+    for (int i = 0; i < count; ++i) {
+        const int len = std::uniform_int_distribution<int>(min_len, max_len)(rng);
+        std::vector<int32_t> p = {v.bos >= 0 ? v.bos : 0};
+        while (int(p.size()) < len) {
+            const int32_t id = int32_t(rng() % uint64_t(v.size()));
+            if (!v.is_control(id)) p.push_back(id);
+        }
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
+std::vector<int32_t> alone(model::Model& m, const EngineConfig& cfg, const Request& r) {
+    auto e = Engine::create(m, cfg);
+    PAGODA_CHECK(e.ok()) << e.error().message;
+    auto s = (*e)->submit(r);
+    PAGODA_CHECK(s.ok()) << s.error().message;
+    return collect(**s)[0].ids;
+}
+
+// Submits every request from another thread at random moments; returns outputs in order.
+std::vector<Output> together(Engine& e, const std::vector<Request>& reqs, uint64_t seed) {
+    std::vector<std::shared_ptr<RequestStream>> streams(reqs.size());
+    std::thread submitter([&] {
+        std::mt19937_64 rng(seed);
+        for (size_t i = 0; i < reqs.size(); ++i) {
+            auto s = e.submit(reqs[i]);
+            PAGODA_CHECK(s.ok()) << s.error().message;
+            streams[i] = *s;
+            if (rng() % 2) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+        }
+    });
+    submitter.join();
+    std::vector<Output> out;
+    for (auto& s : streams) out.push_back(collect(*s)[0]);
+    return out;
+}
+
+struct InvarianceCase {
+    const char* model;
+    int block_size;
+    int budget;
+};
+
+class BatchInvariance : public ::testing::TestWithParam<InvarianceCase> {};
+
+TEST_P(BatchInvariance, GreedyIdsMatchEachRequestAlone) {
+    const auto c = GetParam();
+    model::Model& m = std::string(c.model) == "stories260k" ? stories() : tiny_gqa();
+    const EngineConfig cfg = config(c.block_size, c.budget);
+    const auto prompts = random_prompts(m, 32, 2, 150, 7);
+    std::vector<Request> reqs;
+    for (size_t i = 0; i < prompts.size(); ++i) reqs.push_back(greedy(prompts[i], 8 + int(i % 5) * 6));
+    auto e = Engine::create(m, cfg);
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    const auto outs = together(**e, reqs, 3);
+    const auto st = (*e)->stats();
+    EXPECT_GT(st->steps, 0u);
+    int batched_steps_seen = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        ASSERT_EQ(outs[i].finish, FinishReason::kLength) << i;
+        ASSERT_EQ(int(outs[i].ids.size()), reqs[i].sampling.max_tokens) << i;
+        EXPECT_EQ(outs[i].ids, alone(m, cfg, reqs[i])) << "request " << i << " (prompt " << prompts[i].size() << " tokens)";
+        ++batched_steps_seen;
+    }
+    // The requests really shared steps: fewer steps than running them one after another.
+    int64_t serial_steps = 0;
+    for (const auto& r : reqs) serial_steps += r.sampling.max_tokens;
+    EXPECT_LT(int64_t(st->steps), serial_steps);
+    EXPECT_EQ(st->blocks.used, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, BatchInvariance,
+                         ::testing::Values(InvarianceCase{"stories260k", 16, 64}, InvarianceCase{"stories260k", 16, 2048},
+                                           InvarianceCase{"stories260k", 64, 64}, InvarianceCase{"stories260k", 64, 2048},
+                                           InvarianceCase{"tiny-gqa", 16, 64}, InvarianceCase{"tiny-gqa", 16, 2048},
+                                           InvarianceCase{"tiny-gqa", 64, 64}, InvarianceCase{"tiny-gqa", 64, 2048}),
+                         [](const auto& info) {
+                             std::string n = std::string(info.param.model) + "_bs" + std::to_string(info.param.block_size) +
+                                             "_budget" + std::to_string(info.param.budget);
+                             std::erase(n, '-');
+                             return n;
+                         });
+
+TEST(Engine, StoriesGoldenContinuation) {
+    auto e = Engine::create(stories(), config(16, 2048));
+    ASSERT_TRUE(e.ok());
+    Request r = greedy(stories().tokenizer().encode("Once upon a time"), 32);
+    auto s = (*e)->submit(r);
+    ASSERT_TRUE(s.ok());
+    const auto o = collect(**s)[0];
+    EXPECT_EQ(o.ids, testdata::kStoriesGoldenIds);
+    EXPECT_EQ(o.text, testdata::kStoriesGoldenText);
+    EXPECT_EQ(o.usage.prompt_tokens, 5);
+    EXPECT_EQ(o.usage.completion_tokens, 32);
+    EXPECT_GT(o.timings.ttft_seconds(), 0.0);
+    EXPECT_GE(o.timings.e2e_seconds(), o.timings.ttft_seconds());
+}
+
+TEST(Engine, PreemptionWithTinyKvCacheKeepsOutputs) {
+    set_log_level(LogLevel::kWarn);
+    model::Model& m = stories();
+    const auto prompts = random_prompts(m, 32, 10, 60, 21);
+    std::vector<Request> reqs;
+    for (const auto& p : prompts) reqs.push_back(greedy(p, 24));
+    EngineConfig small = config(16, 256, /*num_blocks=*/12);  // 192 token slots for 32 requests
+    auto e = Engine::create(m, small);
+    ASSERT_TRUE(e.ok());
+    const auto outs = together(**e, reqs, 5);
+    EXPECT_GT((*e)->stats()->preemptions, 0);
+    int preempted_requests = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        EXPECT_EQ(outs[i].ids, alone(m, config(16, 2048), reqs[i])) << "request " << i;
+        preempted_requests += outs[i].timings.num_preemptions > 0;
+    }
+    EXPECT_GT(preempted_requests, 0);
+    set_log_level(LogLevel::kInfo);
+}
+
+TEST(Engine, PrefixCachingComputesOnlyTheSuffix) {
+    model::Model& m = stories();
+    const int bs = 16;
+    auto base = random_prompts(m, 1, 3 * bs, 3 * bs, 99)[0];  // exactly three blocks
+    Request a = greedy(base, 8), b = greedy(base, 8);
+    a.prompt_ids.insert(a.prompt_ids.end(), {300, 301, 302, 303, 304});
+    b.prompt_ids.insert(b.prompt_ids.end(), {400, 401, 402, 403, 404, 405, 406});
+    auto e = Engine::create(m, config(bs, 2048));
+    ASSERT_TRUE(e.ok());
+    auto sa = (*e)->submit(a);
+    ASSERT_TRUE(sa.ok());
+    collect(**sa);
+    const int64_t before = (*e)->stats()->prompt_tokens;
+    auto sb = (*e)->submit(b);
+    ASSERT_TRUE(sb.ok());
+    const auto ob = collect(**sb)[0];
+    std::this_thread::sleep_for(20ms);
+    const auto st = (*e)->stats();
+    EXPECT_EQ(st->prompt_tokens - before, 7) << "only the 7-token suffix is computed";
+    EXPECT_EQ(ob.usage.cached_tokens, 3 * bs);
+    EXPECT_GE(st->blocks.prefix_hits, 3);
+    // Same output without the cache.
+    EngineConfig off = config(bs, 2048);
+    off.enable_prefix_caching = false;
+    EXPECT_EQ(ob.ids, alone(m, off, b));
+}
+
+TEST(Engine, CancelFreesBlocksWithinOneStep) {
+    auto e = Engine::create(stories(), config(16, 2048));
+    ASSERT_TRUE(e.ok());
+    Request r = greedy(random_prompts(stories(), 1, 40, 40, 5)[0], 400);
+    auto s = (*e)->submit(r);
+    ASSERT_TRUE(s.ok());
+    Event ev;
+    ASSERT_TRUE((*s)->next(ev));  // running
+    const uint64_t step_at_cancel = (*e)->stats()->steps;
+    EXPECT_GT((*e)->stats()->blocks.used, 0);
+    (*s)->cancel();
+    const auto o = collect(**s)[0];
+    EXPECT_EQ(o.finish, FinishReason::kCancelled);
+    EXPECT_LE(o.last_step, step_at_cancel + 1);
+    for (int i = 0; i < 200 && (*e)->stats()->blocks.used != 0; ++i) std::this_thread::sleep_for(5ms);
+    EXPECT_EQ((*e)->stats()->blocks.used, 0);
+    EXPECT_EQ((*e)->num_unfinished(), 0);
+}
+
+TEST(Engine, SeededSamplingIsBatchIndependent) {
+    model::Model& m = stories();
+    const auto prompts = random_prompts(m, 12, 5, 80, 13);
+    std::vector<Request> reqs;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        Request r = greedy(prompts[i], 20);
+        r.sampling.temperature = 0.9f;
+        r.sampling.top_p = 0.95f;
+        r.sampling.seed = 1234 + i;
+        reqs.push_back(r);
+    }
+    auto e = Engine::create(m, config(16, 128));
+    ASSERT_TRUE(e.ok());
+    const auto outs = together(**e, reqs, 17);
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(outs[i].ids, alone(m, config(64, 2048), reqs[i])) << i;
+}
+
+TEST(Engine, StopStringsAreNeverEmitted) {
+    auto e = Engine::create(stories(), config(16, 2048));
+    ASSERT_TRUE(e.ok());
+    Request r = greedy(stories().tokenizer().encode("Once upon a time"), 32);
+    r.sampling.stop = {"little girl"};
+    auto s = (*e)->submit(r);
+    ASSERT_TRUE(s.ok());
+    const auto o = collect(**s)[0];
+    EXPECT_EQ(o.finish, FinishReason::kStop);
+    EXPECT_EQ(o.stop_reason, "little girl");
+    EXPECT_EQ(o.text, ", there was a ");
+}
+
+TEST(Engine, StopTokenIdsAndMinTokens) {
+    auto e = Engine::create(stories(), config(16, 2048));
+    ASSERT_TRUE(e.ok());
+    const auto prompt = stories().tokenizer().encode("Once upon a time");
+    const int32_t third = testdata::kStoriesGoldenIds[2];
+    Request r = greedy(prompt, 32);
+    r.sampling.stop_token_ids = {third};
+    auto o = collect(**(*e)->submit(r))[0];
+    EXPECT_EQ(o.finish, FinishReason::kStop);
+    EXPECT_EQ(o.stop_reason, std::to_string(third));
+    EXPECT_EQ(o.ids, std::vector<int32_t>(testdata::kStoriesGoldenIds.begin(), testdata::kStoriesGoldenIds.begin() + 2));
+    // min_tokens masks the stop token until enough tokens were generated.
+    r.sampling.min_tokens = 5;
+    o = collect(**(*e)->submit(r))[0];
+    EXPECT_GE(o.ids.size(), 5u);
+}
+
+TEST(Engine, ParallelSamplesShareThePrompt) {
+    auto e = Engine::create(stories(), config(16, 2048));
+    ASSERT_TRUE(e.ok());
+    Request r = greedy(random_prompts(stories(), 1, 37, 37, 3)[0], 16);
+    r.sampling.n = 4;
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = 42;
+    const auto outs = collect(**(*e)->submit(r), 4);
+    std::set<std::vector<int32_t>> distinct;
+    for (const auto& o : outs) {
+        EXPECT_EQ(o.ids.size(), 16u);
+        EXPECT_EQ(o.finish, FinishReason::kLength);
+        distinct.insert(o.ids);
+    }
+    EXPECT_GT(distinct.size(), 1u);
+    EXPECT_EQ(outs[0].usage.completion_tokens, 64);
+    // The prompt was computed once.
+    EXPECT_EQ((*e)->stats()->prompt_tokens, 37);
+    // Same seed, same samples.
+    const auto again = collect(**(*e)->submit(r), 4);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(again[size_t(i)].ids, outs[size_t(i)].ids);
+}
+
+TEST(Engine, LogprobsOfGreedyTokenAreTheMaximum) {
+    auto e = Engine::create(stories(), config(16, 2048));
+    ASSERT_TRUE(e.ok());
+    Request r = greedy(stories().tokenizer().encode("Once upon a time"), 4);
+    r.sampling.logprobs = 3;
+    auto s = *(*e)->submit(r);
+    Event ev;
+    int n = 0;
+    while (s->next(ev)) {
+        for (size_t i = 0; i < ev.logprobs.size(); ++i) {
+            const auto& lp = ev.logprobs[i];
+            ASSERT_EQ(lp.top.size(), 3u);
+            EXPECT_EQ(lp.top[0].first, ev.token_ids[i]);
+            EXPECT_FLOAT_EQ(lp.top[0].second, lp.logprob);
+            EXPECT_LE(lp.logprob, 0.0f);
+            EXPECT_GE(lp.top[0].second, lp.top[1].second);
+            ++n;
+        }
+    }
+    EXPECT_EQ(n, 4);
+}
+
+TEST(Engine, PenaltiesAndBiasChangeTheOutput) {
+    auto e = Engine::create(stories(), config(16, 2048));
+    ASSERT_TRUE(e.ok());
+    const auto prompt = stories().tokenizer().encode("Once upon a time");
+    Request r = greedy(prompt, 8);
+    r.sampling.logit_bias = {{testdata::kStoriesGoldenIds[0], -100.0f}};
+    auto o = collect(**(*e)->submit(r))[0];
+    EXPECT_NE(o.ids[0], testdata::kStoriesGoldenIds[0]);
+    Request f = greedy(prompt, 32);
+    f.sampling.frequency_penalty = 2.0f;
+    o = collect(**(*e)->submit(f))[0];
+    EXPECT_NE(o.ids, testdata::kStoriesGoldenIds);
+}
+
+TEST(Engine, ValidationErrorsAreClear) {
+    auto e = Engine::create(stories(), config(16, 2048, 64));
+    ASSERT_TRUE(e.ok());
+    Request r = greedy({1, 2, 3}, 8);
+    r.sampling.top_p = 0.0f;
+    auto s = (*e)->submit(r);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.error().message.find("top_p"), std::string::npos);
+    auto bad_id = (*e)->submit(greedy({1, 999999}, 4));
+    ASSERT_FALSE(bad_id.ok());
+    EXPECT_NE(bad_id.error().message.find("out of range"), std::string::npos);
+    auto too_long = (*e)->submit(greedy(std::vector<int32_t>(5000, 5), 4));
+    ASSERT_FALSE(too_long.ok());
+    EXPECT_EQ(too_long.error().code, ErrorCode::kOutOfRange);
+    auto too_big = (*e)->submit(greedy(std::vector<int32_t>(100, 5), 1000));  // 64 blocks x 16 = 1024 slots
+    ASSERT_FALSE(too_big.ok());
+    EXPECT_NE(too_big.error().message.find("KV blocks"), std::string::npos);
+}
+
+TEST(Engine, QueuedPastDeadlineTimesOut) {
+    auto e = Engine::create(stories(), config(16, 2048));
+    ASSERT_TRUE(e.ok());
+    Request r = greedy({1, 2, 3}, 4);
+    r.deadline = Clock::now() - 1ms;
+    const auto o = collect(**(*e)->submit(r))[0];
+    EXPECT_EQ(o.finish, FinishReason::kTimeout);
+    EXPECT_TRUE(o.ids.empty());
+}
+
+TEST(Engine, FullQueueRejectsWithRetryHint) {
+    EngineConfig c = config(16, 2048);
+    c.sched.knobs.max_waiting_requests = 2;
+    auto e = Engine::create(stories(), c);
+    ASSERT_TRUE(e.ok());
+    std::vector<std::shared_ptr<RequestStream>> ok;
+    int rejected = 0;
+    for (int i = 0; i < 50; ++i) {
+        auto s = (*e)->submit(greedy({1, 2, 3, int32_t(10 + i)}, 50));
+        if (s.ok()) {
+            ok.push_back(*s);
+        } else {
+            EXPECT_EQ(s.error().code, ErrorCode::kResourceExhausted);
+            ++rejected;
+        }
+    }
+    int finished = 0;
+    for (auto& s : ok) {
+        const auto o = collect(*s)[0];
+        finished += o.finish == FinishReason::kLength || o.finish == FinishReason::kRejected;
+    }
+    EXPECT_EQ(finished, int(ok.size()));  // every accepted request ends exactly once
+    EXPECT_GT(rejected, 0);
+    EXPECT_GE((*e)->retry_after_seconds(), 1.0);
+}
+
+TEST(Engine, KnobsChangeBetweenSteps) {
+    auto e = Engine::create(stories(), config(16, 2048));
+    ASSERT_TRUE(e.ok());
+    RuntimeKnobs k = (*e)->knobs();
+    k.max_num_seqs = 3;
+    k.max_num_batched_tokens = 100;
+    ASSERT_TRUE((*e)->set_knobs(k).ok());
+    EXPECT_EQ((*e)->knobs().max_num_seqs, 3);
+    RuntimeKnobs bad = k;
+    bad.max_num_batched_tokens = 0;
+    auto st = (*e)->set_knobs(bad);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("max_num_batched_tokens"), std::string::npos);
+    std::vector<std::shared_ptr<RequestStream>> ss;
+    for (int i = 0; i < 8; ++i) ss.push_back(*(*e)->submit(greedy({1, 5, int32_t(100 + i)}, 6)));
+    for (auto& s : ss) collect(*s);
+    const auto snap = (*e)->stats();
+    EXPECT_EQ(snap->knobs.max_num_seqs, 3);
+    EXPECT_EQ(snap->knobs.max_num_batched_tokens, 100);
+}
+
+}  // namespace
+}  // namespace pagoda::engine
