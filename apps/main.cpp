@@ -5,12 +5,17 @@
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "base/log.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"Pagoda: an LLM inference engine and serving system (GGUF models on CPU)"};
     app.set_version_flag("--version", std::string("pagoda ") + PAGODA_VERSION);
     app.require_subcommand(1);
     std::function<int()> action;
+    std::string log_level;
+    app.add_option("--log-level", log_level,
+                   "Log detail on stderr: debug, info, warn, error (default: warn for generate, info for serve)")
+        ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
     pagoda::app::add_generate(app, action);
     pagoda::app::add_tokenize(app, action);
     pagoda::app::add_model(app, action);
@@ -25,6 +30,14 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         std::fprintf(stderr, "error: %s (see --help)\n", e.what());
         return 2;
+    }
+    if (!log_level.empty()) {
+        pagoda::set_log_level(log_level == "debug"  ? pagoda::LogLevel::kDebug
+                              : log_level == "info" ? pagoda::LogLevel::kInfo
+                              : log_level == "warn" ? pagoda::LogLevel::kWarn
+                                                    : pagoda::LogLevel::kError);
+    } else {
+        pagoda::set_log_level(pagoda::LogLevel::kWarn);
     }
     return action ? action() : 0;
 }

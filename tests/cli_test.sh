@@ -42,6 +42,36 @@ got=$("$BIN" generate -m "$MODEL" -p "Once upon a time" -n 32 --temperature 0 2>
 expect_eq "generate golden text" "$got" "$want"
 grep -q "tokens/s" "$TMP/gen_err" && ok "generate prints speed on stderr" || bad "generate prints speed" "$(cat "$TMP/gen_err")"
 
+# 1b. Many prompts through the batching engine (--prompts), plain and --json.
+printf 'Once upon a time\nThe cat sat\n{"prompt": "Once upon a time", "max_tokens": 8, "stop": "girl"}\n{"prompt_token_ids": [1, 403, 407], "n": 2, "temperature": 1.0, "seed": 7}\n' >"$TMP/prompts.txt"
+"$BIN" generate -m "$MODEL" --prompts "$TMP/prompts.txt" -n 32 --temperature 0 --json >"$TMP/batch.jsonl" 2>"$TMP/batch_err"
+expect_eq "--prompts --json: one object per request then a summary" "$(wc -l <"$TMP/batch.jsonl")" "5"
+if command -v python3 >/dev/null; then
+    check=$(python3 - "$TMP/batch.jsonl" "$want" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+want = sys.argv[2]
+assert [r.get("index") for r in rows[:4]] == [0, 1, 2, 3], "input order"
+assert rows[0]["text"] == want, rows[0]["text"]
+assert rows[2]["finish_reason"] == "stop" and rows[2]["text"] == ", there was a little ", rows[2]
+assert len(rows[3]["outputs"]) == 2
+s = rows[4]
+assert s["summary"] and s["requests"] == 4 and s["generated_tokens"] > 0 and s["failed"] == 0, s
+print("ok")
+PY
+)
+    expect_eq "--prompts --json contents (golden, stop string, n=2, summary)" "$check" "ok"
+fi
+"$BIN" generate -m "$MODEL" --prompts "$TMP/prompts.txt" -n 8 --temperature 0 >"$TMP/batch.txt" 2>&1
+grep -q "^requests: 4 (0 failed) | prompt tokens: .* | preemptions: 0 | prefix-cache hit rate" "$TMP/batch.txt" &&
+    ok "--prompts prints an aggregate line" || bad "--prompts aggregate line" "$(tail -1 "$TMP/batch.txt")"
+printf 'fine\n{"prompt": "x", "max_tokens": "many"}\n' >"$TMP/badprompts.txt"
+expect_error "--prompts bad field names line and field" "badprompts.txt:2" "$BIN" generate -m "$MODEL" --prompts "$TMP/badprompts.txt"
+printf '{"prompt": "x", "top_p": 7}\n' >"$TMP/badprompts2.txt"
+expect_error "--prompts out-of-range value" "top_p must be in (0, 1]" "$BIN" generate -m "$MODEL" --prompts "$TMP/badprompts2.txt"
+printf '{not json\n' >"$TMP/badprompts3.txt"
+expect_error "--prompts invalid JSON" "not valid JSON" "$BIN" generate -m "$MODEL" --prompts "$TMP/badprompts3.txt"
+
 # 2. Tokenize / detokenize.
 expect_eq "tokenize prompt" "$(printf 'Once upon a time' | "$BIN" tokenize -m "$MODEL")" "1 403 407 261 378"
 expect_eq "tokenize --no-bos on vocab-only file" \

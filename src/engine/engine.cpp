@@ -188,8 +188,8 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request r) {
     const int max_len = cfg_.sched.max_model_len;
     if (int64_t(r.prompt_ids.size()) >= max_len) {
         return make_error(ErrorCode::kOutOfRange,
-                          "the prompt has {} tokens but the maximum model length is {} (the prompt must leave room for "
-                          "at least one new token)",
+                          "the prompt has {} tokens but the context length of {} (max_model_len) must leave room for at "
+                          "least one new token",
                           r.prompt_ids.size(), max_len);
     }
     if (total > max_len) {
@@ -634,6 +634,10 @@ void Engine::publish(const scheduler::BatchPlan& plan, const StepTimings& t) {
     totals_.total_time.sample_s += t.sample_s;
     totals_.total_time.output_s += t.output_s;
     totals_.last_prefill_tokens = plan.num_prefill_tokens;
+    if (!plan.empty() && plan.num_prefill_tokens == 0) {
+        totals_.decode_steps_s += t.total();
+        totals_.decode_steps_tokens += plan.num_decode_seqs;
+    }
     totals_.last_decode_seqs = plan.num_decode_seqs;
     totals_.queue = sched_->counts();
     totals_.blocks = blocks_->stats();

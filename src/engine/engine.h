@@ -134,6 +134,8 @@ struct EngineStats {
     StepTimings last_step;
     StepTimings total_time;         // sums over all steps
     int32_t last_prefill_tokens = 0, last_decode_seqs = 0;
+    double decode_steps_s = 0;        // time of steps without prefill tokens
+    int64_t decode_steps_tokens = 0;  // tokens those steps generated
     RuntimeKnobs knobs;
 };
 
