@@ -35,7 +35,7 @@ bench: build
 asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPAGODA_SANITIZE=ON -DPAGODA_BENCH=OFF
 	ninja -C build-asan -j$(JOBS)
-	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS) -L unit
+	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS) -L 'unit|integration'
 
 # Short libFuzzer runs of the GGUF parser and the tokenizer (FUZZ_SECONDS each).
 FUZZ_SECONDS ?= 60
