@@ -71,16 +71,18 @@ TEST(Kernels, Q8PortableAndVnniPathsAgree) {
     const int64_t rows = 40, cols = 32 * 7;
     const auto wbytes = make_weights(TensorType::kQ8_0, rows, cols, 5);
     const WeightView w{TensorType::kQ8_0, rows, cols, wbytes.data()};
-    const auto x = randn(size_t(3 * cols), 6);
-    std::vector<float> want(size_t(3 * rows)), fast(want.size()), portable(want.size());
-    ref::matmul(w, x.data(), 3, want.data());
-    cpu::matmul(w, x.data(), 3, fast.data());
-    cpu::set_force_portable_kernels(true);
-    cpu::matmul(w, x.data(), 3, portable.data());
-    cpu::set_force_portable_kernels(false);
-    EXPECT_LT(rel_err(fast, want), 2e-2);
-    EXPECT_LT(rel_err(portable, want), 2e-2);
-    EXPECT_LT(rel_err(fast, portable), 1e-5);
+    for (int m : {1, 3, 9}) {  // row by row, and the batched kernel with and without a 4-row tail
+        const auto x = randn(size_t(m * cols), 6);
+        std::vector<float> want(size_t(m * rows)), fast(want.size()), portable(want.size());
+        ref::matmul(w, x.data(), m, want.data());
+        cpu::matmul(w, x.data(), m, fast.data());
+        cpu::set_force_portable_kernels(true);
+        cpu::matmul(w, x.data(), m, portable.data());
+        cpu::set_force_portable_kernels(false);
+        EXPECT_LT(rel_err(fast, want), 2e-2) << m;
+        EXPECT_LT(rel_err(portable, want), 2e-2) << m;
+        EXPECT_LT(rel_err(fast, portable), 1e-5) << m;
+    }
 }
 
 TEST_P(MatmulVsRef, Matches) {
@@ -103,6 +105,36 @@ TEST_P(MatmulVsRef, Matches) {
         EXPECT_LT(rel_err(got, want), type == TensorType::kBF16 ? 1e-2 : 1e-5);
     }
 }
+
+// Each output row must not depend on how many rows share the call (batch invariance of
+// greedy decoding): m = 1 row by row equals one call with m = 9, bit for bit.
+class MatmulRowInvariance : public ::testing::TestWithParam<TensorType> {};
+
+TEST_P(MatmulRowInvariance, RowsIndependentOfBatch) {
+    const TensorType type = GetParam();
+    const int64_t rows = 64, cols = 32 * 9;
+    const auto wbytes = make_weights(type, rows, cols, 3);
+    const WeightView w{type, rows, cols, wbytes.data()};
+    const int m = 9;
+    const auto x = randn(size_t(m * cols), 4);
+    std::vector<float> batched(size_t(m * rows)), single(size_t(m * rows));
+    if (type == TensorType::kQ8_0 || type == TensorType::kQ4_0) {
+        auto mm = cpu::QuantMatmul::create(w);
+        ASSERT_TRUE(mm.ok());
+        (*mm)->run(x.data(), m, batched.data());
+        for (int i = 0; i < m; ++i) (*mm)->run(x.data() + size_t(i) * cols, 1, single.data() + size_t(i) * rows);
+    } else {
+        auto mm = cpu::DenseMatmul::create(w);
+        ASSERT_TRUE(mm.ok());
+        (*mm)->run(x.data(), m, batched.data());
+        for (int i = 0; i < m; ++i) (*mm)->run(x.data() + size_t(i) * cols, 1, single.data() + size_t(i) * rows);
+    }
+    for (size_t i = 0; i < batched.size(); ++i) ASSERT_EQ(batched[i], single[i]) << "element " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulRowInvariance,
+                         ::testing::Values(TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
+                                           TensorType::kQ4_0));
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulVsRef,
                          ::testing::Combine(::testing::Values(TensorType::kF32, TensorType::kF16, TensorType::kBF16,

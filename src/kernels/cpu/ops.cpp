@@ -92,6 +92,13 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
             for (int64_t c = 0; c < cols_; ++c) qi[c] = int8_t(uint8_t(qi[c]) ^ 0x80);
         }
     }
+    // Batched VNNI kernel: each activation row's scales expanded once, shared by all tiles.
+    std::vector<float> dxe;
+    if (use_vnni_ && m > 1) {
+        const size_t es = expanded_scales_size(cols_);
+        dxe.resize(size_t(m) * es);
+        for (int i = 0; i < m; ++i) expand_scales_q8_vnni(dx.data() + size_t(i) * size_t(nb), cols_, dxe.data() + size_t(i) * es);
+    }
     // Tiles of weight rows: each tile's rows stay in cache while every activation row passes.
     // Decode (small m) streams weights from DRAM: contiguous halves per thread keep the
     // hardware prefetchers on one long stream each. Prefill is compute-bound: balance.
@@ -101,7 +108,7 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
         const int64_t r0 = t * tile, r1 = std::min(rows_, r0 + tile);
         if (use_vnni_) {
             quant_rows_q8_vnni(packed_.data(), row_stride_, rows_, cols_, reinterpret_cast<const uint8_t*>(qx.data()),
-                               dx.data(), m, y, r0, r1);
+                               dx.data(), m, y, r0, r1, dxe.empty() ? nullptr : dxe.data());
         } else {
             quant_rows(uint32_t(type_), packed_.data(), row_stride_, rows_, cols_, qx.data(), dx.data(), m, y, r0, r1);
         }
