@@ -193,23 +193,31 @@ const float* block_rows(const PagedKv& kv, const void* pool, int32_t block, int 
     return scratch;
 }
 
-// One query row, one head: scores over keys 0..n_keys-1, softmax, weighted V sum.
-void attend_one(const PagedKv& kv, const int32_t* block_table, int kv_head, int n_keys, const float* qh,
-                float scale, float* oh, std::vector<float>& scores, std::vector<float>& scratch) {
+// One query row, the `g` query heads that share one KV head (GQA): each K and V block is
+// read (and widened from 16 bits) once for the whole group. Per head: scores over keys
+// 0..n_keys-1, softmax, weighted V sum, in the same order as one head alone.
+void attend_group(const PagedKv& kv, const int32_t* block_table, int kv_head, int n_keys, const float* q0,
+                  int g, float scale, float* o0, std::vector<float>& scores, std::vector<float>& scratch) {
     const int bs = kv.block_size, hd = kv.head_dim;
-    scores.resize(size_t(n_keys));
+    scores.resize(size_t(g) * size_t(n_keys));
     scratch.resize(size_t(bs) * size_t(hd));
     for (int t0 = 0; t0 < n_keys; t0 += bs) {
         const int n = std::min(bs, n_keys - t0);
         const float* krows = block_rows(kv, kv.k, block_table[t0 / bs], kv_head, n, scratch.data());
-        score_rows(qh, krows, n, hd, scale, scores.data() + t0);
+        for (int j = 0; j < g; ++j) {
+            score_rows(q0 + size_t(j) * size_t(hd), krows, n, hd, scale, scores.data() + size_t(j) * size_t(n_keys) + t0);
+        }
     }
-    softmax(scores.data(), n_keys);
-    std::fill(oh, oh + hd, 0.0f);
+    for (int j = 0; j < g; ++j) {
+        softmax(scores.data() + size_t(j) * size_t(n_keys), n_keys);
+        std::fill(o0 + size_t(j) * size_t(hd), o0 + size_t(j + 1) * size_t(hd), 0.0f);
+    }
     for (int t0 = 0; t0 < n_keys; t0 += bs) {
         const int n = std::min(bs, n_keys - t0);
         const float* vrows = block_rows(kv, kv.v, block_table[t0 / bs], kv_head, n, scratch.data());
-        weighted_rows(scores.data() + t0, vrows, n, hd, oh);
+        for (int j = 0; j < g; ++j) {
+            weighted_rows(scores.data() + size_t(j) * size_t(n_keys) + t0, vrows, n, hd, o0 + size_t(j) * size_t(hd));
+        }
     }
 }
 
@@ -217,7 +225,8 @@ void attend_one(const PagedKv& kv, const int32_t* block_table, int kv_head, int 
 
 void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape, const std::vector<AttentionSeq>& seqs,
                            const std::vector<int>& row_offsets, const float* q, float* out) {
-    // Flatten (sequence, query row, head) into one parallel loop.
+    // Flatten (sequence, query row, KV head) into one parallel loop; each item serves the
+    // query heads of its KV head's group.
     struct Item {
         int seq;
         int row;
@@ -227,20 +236,21 @@ void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape, const
         for (int i = 0; i < seqs[size_t(s)].num_q; ++i) items.push_back({s, i});
     }
     const int group = shape.num_heads / kv.num_kv_heads;
-    const int64_t total = int64_t(items.size()) * shape.num_heads;
+    const int64_t total = int64_t(items.size()) * kv.num_kv_heads;
 #pragma omp parallel
     {
         std::vector<float> scores, scratch;
-#pragma omp for schedule(dynamic, 4)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t w = 0; w < total; ++w) {
-            const Item it = items[size_t(w / shape.num_heads)];
-            const int h = int(w % shape.num_heads);
+            const Item it = items[size_t(w / kv.num_kv_heads)];
+            const int kvh = int(w % kv.num_kv_heads);
             const AttentionSeq& seq = seqs[size_t(it.seq)];
             const size_t row = size_t(row_offsets[size_t(it.seq)] + it.row);
-            const float* qh = q + row * size_t(shape.q_stride) + size_t(h) * size_t(kv.head_dim);
-            float* oh = out + row * size_t(shape.out_stride) + size_t(h) * size_t(kv.head_dim);
-            attend_one(kv, seq.block_table, h / group, seq.q_pos0 + it.row + 1, qh, shape.scale, oh, scores,
-                       scratch);
+            const size_t h0 = size_t(kvh) * size_t(group);
+            const float* qh = q + row * size_t(shape.q_stride) + h0 * size_t(kv.head_dim);
+            float* oh = out + row * size_t(shape.out_stride) + h0 * size_t(kv.head_dim);
+            attend_group(kv, seq.block_table, kvh, seq.q_pos0 + it.row + 1, qh, group, shape.scale, oh, scores,
+                         scratch);
         }
     }
 }
