@@ -26,7 +26,7 @@ test-all: build
 
 # For now: generate from the bundled model (the server issue turns this into `pagoda serve`).
 serve: build
-	$(PAGODA) generate -p "Once upon a time" -n 64 --temperature 0
+	$(PAGODA) serve
 
 bench: build
 	./scripts/bench-micro.sh

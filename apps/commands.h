@@ -13,5 +13,6 @@ namespace pagoda::app {
 void add_generate(CLI::App& app, std::function<int()>& action);
 void add_tokenize(CLI::App& app, std::function<int()>& action);
 void add_model(CLI::App& app, std::function<int()>& action);
+void add_serve(CLI::App& app, std::function<int()>& action);
 
 }  // namespace pagoda::app

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
     pagoda::app::add_generate(app, action);
     pagoda::app::add_tokenize(app, action);
     pagoda::app::add_model(app, action);
+    pagoda::app::add_serve(app, action);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
                               : log_level == "warn" ? pagoda::LogLevel::kWarn
                                                     : pagoda::LogLevel::kError);
     } else {
-        pagoda::set_log_level(pagoda::LogLevel::kWarn);
+        pagoda::set_log_level(app.got_subcommand("serve") ? pagoda::LogLevel::kInfo : pagoda::LogLevel::kWarn);
     }
     return action ? action() : 0;
 }

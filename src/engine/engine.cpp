@@ -159,6 +159,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& m, const EngineConf
              kvcache::kv_dtype_name(e->pool_->dtype()), e->cfg_.sched.max_model_len, e->cfg_.sched.knobs.max_num_seqs,
              e->cfg_.sched.knobs.max_num_batched_tokens, e->cfg_.enable_prefix_caching ? "on" : "off",
              e->cfg_.sched.enable_chunked_prefill ? "on" : "off");
+    e->heartbeat_.store(Clock::now().time_since_epoch().count());
     e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
     return e;
 }
@@ -260,14 +261,16 @@ std::shared_ptr<const EngineStats> Engine::stats() const {
 
 void Engine::loop() {
     for (;;) {
+        heartbeat_.store(Clock::now().time_since_epoch().count());
         {
             std::unique_lock<std::mutex> lock(intake_->mu);
             if (intake_->stop) break;
             if (reqs_.empty()) {
-                intake_->cv.wait(lock, [&] {
+                const bool work = intake_->cv.wait_for(lock, std::chrono::seconds(1), [&] {
                     return intake_->stop || !intake_->pending.empty() || !intake_->cancels.empty() || intake_->knobs;
                 });
                 if (intake_->stop) break;
+                if (!work) continue;  // idle: only the heartbeat
             }
         }
         step();

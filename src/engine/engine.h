@@ -155,6 +155,9 @@ class Engine {
     RuntimeKnobs knobs() const;
     std::shared_ptr<const EngineStats> stats() const;
     int64_t num_unfinished() const { return unfinished_.load(); }
+    // When the engine loop last went round (it wakes at least every second when idle):
+    // health checks call the engine stalled when this is old.
+    Clock::time_point last_heartbeat() const { return Clock::time_point(Clock::duration(heartbeat_.load())); }
     const model::Model& model() const { return *model_; }
     const EngineConfig& config() const { return cfg_; }
     int64_t num_kv_blocks() const { return pool_->num_blocks(); }
@@ -195,6 +198,7 @@ class Engine {
     mutable std::mutex pub_mu_;
     std::shared_ptr<const EngineStats> snapshot_;
     std::atomic<int64_t> unfinished_{0};
+    std::atomic<Clock::rep> heartbeat_{0};
     std::atomic<int64_t> queued_estimate_{0};  // waiting + intake, for submit's fast check
     std::atomic<double> tokens_per_second_{0.0};
 };

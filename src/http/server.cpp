@@ -1,0 +1,393 @@
+// The only translation unit that includes Boost.Beast for serving.
+#include "http/server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "base/log.h"
+
+namespace pagoda::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = asio::ip::tcp;
+
+std::string_view Request::header(std::string_view lower_name) const {
+    for (const auto& [k, v] : headers) {
+        if (k == lower_name) return v;
+    }
+    return {};
+}
+
+namespace {
+
+std::string json_escape(std::string_view s) {
+    std::string out;
+    for (char c : s) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20) {
+                    out += fmt::format("\\u{:04x}", int(c));
+                } else {
+                    out += c;
+                }
+        }
+    }
+    return out;
+}
+
+Response error_response(int status, std::string_view message, std::string_view type) {
+    Response r;
+    r.status = status;
+    r.body = fmt::format(R"({{"error":{{"message":"{}","type":"{}","param":null,"code":{}}}}})", json_escape(message), type,
+                         status);
+    return r;
+}
+
+const char* reason(int status) {
+    return bhttp::obsolete_reason(static_cast<bhttp::status>(status)).data();
+}
+
+asio::awaitable<bool> write_full(beast::tcp_stream& stream, const Response& r, bool keep_alive, unsigned version) {
+    bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(r.status), version};
+    res.set(bhttp::field::server, "pagoda");
+    res.set(bhttp::field::content_type, r.content_type);
+    for (const auto& [k, v] : r.headers) res.set(k, v);
+    res.keep_alive(keep_alive);
+    res.body() = r.body;
+    res.prepare_payload();
+    auto [ec, n] = co_await bhttp::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+    co_return !ec;
+}
+
+// One deferred answer on one connection. Producers (any thread) queue items; the
+// connection's coroutine writes them.
+class ResponderImpl : public Responder, public std::enable_shared_from_this<ResponderImpl> {
+  public:
+    explicit ResponderImpl(asio::any_io_executor ex) : ex_(std::move(ex)), timer_(ex_) {
+        timer_.expires_at(asio::steady_timer::time_point::max());
+    }
+
+    void send(Response r) override {
+        Item it;
+        it.kind = Item::kFull;
+        it.full = std::move(r);
+        push(std::move(it));
+    }
+    void start_stream(int status, std::string content_type,
+                      std::vector<std::pair<std::string, std::string>> headers) override {
+        Item it;
+        it.kind = Item::kHead;
+        it.full.status = status;
+        it.full.content_type = std::move(content_type);
+        it.full.headers = std::move(headers);
+        push(std::move(it));
+    }
+    void write(std::string chunk) override {
+        if (chunk.empty()) return;
+        Item it;
+        it.kind = Item::kChunk;
+        it.data = std::move(chunk);
+        push(std::move(it));
+    }
+    void finish() override {
+        Item it;
+        it.kind = Item::kFinish;
+        push(std::move(it));
+    }
+    void post(std::function<void()> fn) override { asio::post(ex_, std::move(fn)); }
+    void on_disconnect(std::function<void()> fn) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (disconnected_) {
+            asio::post(ex_, std::move(fn));
+        } else {
+            on_disc_ = std::move(fn);
+        }
+    }
+    bool disconnected() const override {
+        std::lock_guard<std::mutex> lock(mu_);
+        return disconnected_;
+    }
+
+    // Runs on the connection's coroutine until the answer is complete or the client is
+    // gone. Returns whether the connection may serve another request.
+    asio::awaitable<bool> run(beast::tcp_stream& stream, bool keep_alive, unsigned version) {
+        auto self = shared_from_this();
+        // Watch for the client going away while we wait for the answer.
+        auto watch = std::make_shared<Watch>();
+        asio::co_spawn(
+            ex_,
+            [self, watch, &stream]() -> asio::awaitable<void> {
+                char b[256];
+                auto [ec, n] = co_await stream.socket().async_read_some(asio::buffer(b), asio::as_tuple(asio::use_awaitable));
+                watch->done = true;
+                if (!ec) {
+                    watch->got_data = true;  // pipelined request: served by a new connection instead
+                } else if (!watch->stopping) {
+                    self->mark_disconnected();
+                }
+                self->timer_.cancel();
+            },
+            asio::detached);
+
+        bool complete = false, streaming = false, ok = true;
+        while (!complete) {
+            std::deque<Item> batch;
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                if (items_.empty() && !disconnected_) {
+                    waiting_ = true;
+                } else {
+                    batch.swap(items_);
+                }
+            }
+            if (batch.empty()) {
+                if (disconnected()) {
+                    ok = false;
+                    break;
+                }
+                co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+                timer_.expires_at(asio::steady_timer::time_point::max());
+                continue;
+            }
+            for (Item& it : batch) {
+                boost::system::error_code ec;
+                if (it.kind == Item::kFull) {
+                    ok = co_await write_full(stream, it.full, keep_alive && !watch->got_data, version);
+                    complete = true;
+                } else if (it.kind == Item::kHead) {
+                    std::string head = fmt::format("HTTP/1.1 {} {}\r\nServer: pagoda\r\nContent-Type: {}\r\n"
+                                                   "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n",
+                                                   it.full.status, reason(it.full.status), it.full.content_type);
+                    for (const auto& [k, v] : it.full.headers) head += k + ": " + v + "\r\n";
+                    head += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+                    std::tie(ec, std::ignore) =
+                        co_await asio::async_write(stream, asio::buffer(head), asio::as_tuple(asio::use_awaitable));
+                    streaming = true;
+                } else if (it.kind == Item::kChunk && streaming) {
+                    const std::string framed = fmt::format("{:x}\r\n", it.data.size()) + it.data + "\r\n";
+                    std::tie(ec, std::ignore) =
+                        co_await asio::async_write(stream, asio::buffer(framed), asio::as_tuple(asio::use_awaitable));
+                } else if (it.kind == Item::kFinish) {
+                    if (streaming) {
+                        std::tie(ec, std::ignore) = co_await asio::async_write(stream, asio::buffer("0\r\n\r\n", 5),
+                                                                              asio::as_tuple(asio::use_awaitable));
+                    }
+                    complete = true;
+                }
+                if (ec) ok = false;
+                if (!ok) {
+                    mark_disconnected();
+                    break;
+                }
+                if (complete) break;
+            }
+            if (!ok) break;
+        }
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            closed_ = true;
+            items_.clear();
+        }
+        // Stop the watcher before the connection reads again.
+        if (!watch->done) {
+            watch->stopping = true;
+            boost::system::error_code ignored;
+            stream.socket().cancel(ignored);
+            while (!watch->done) {
+                co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+                timer_.expires_at(asio::steady_timer::time_point::max());
+            }
+        }
+        co_return ok && keep_alive && !watch->got_data;
+    }
+
+  private:
+    struct Item {
+        enum Kind { kFull, kHead, kChunk, kFinish } kind = kChunk;
+        Response full;
+        std::string data;
+    };
+    struct Watch {
+        bool done = false, stopping = false, got_data = false;
+    };
+
+    void push(Item it) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (closed_ || disconnected_) return;
+        items_.push_back(std::move(it));
+        if (waiting_) {
+            waiting_ = false;
+            asio::post(ex_, [self = shared_from_this()] { self->timer_.cancel(); });
+        }
+    }
+
+    void mark_disconnected() {
+        std::function<void()> cb;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (disconnected_ || closed_) return;
+            disconnected_ = true;
+            cb = std::move(on_disc_);
+        }
+        if (cb) cb();
+    }
+
+    asio::any_io_executor ex_;
+    asio::steady_timer timer_;
+    mutable std::mutex mu_;
+    std::deque<Item> items_;
+    bool waiting_ = false, disconnected_ = false, closed_ = false;
+    std::function<void()> on_disc_;
+};
+
+}  // namespace
+
+struct Server::Impl {
+    asio::io_context io{1};
+    tcp::acceptor acceptor{io};
+    ServerOptions opts;
+    Handler handler;
+    std::thread thread;
+    std::atomic<int64_t> connections{0};
+    int port = 0;
+
+    asio::awaitable<void> session(tcp::socket sock) {
+        ++connections;
+        struct Count {
+            std::atomic<int64_t>& c;
+            ~Count() { --c; }
+        } count{connections};
+        std::string remote;
+        {
+            boost::system::error_code ec;
+            auto ep = sock.remote_endpoint(ec);
+            if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+        }
+        beast::tcp_stream stream(std::move(sock));
+        beast::flat_buffer buf;
+        for (;;) {
+            bhttp::request_parser<bhttp::string_body> parser;
+            parser.body_limit(opts.max_body_bytes);
+            stream.expires_after(std::chrono::seconds(opts.idle_timeout_s));
+            auto [ec, n] = co_await bhttp::async_read(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
+            stream.expires_never();
+            if (ec == bhttp::error::body_limit) {
+                co_await write_full(stream,
+                                    error_response(413, fmt::format("request body larger than {} bytes", opts.max_body_bytes),
+                                                   "invalid_request_error"),
+                                    false, 11);
+                break;
+            }
+            if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+                ec == beast::error::timeout || ec == asio::error::operation_aborted) {
+                break;
+            }
+            if (ec) {
+                co_await write_full(stream, error_response(400, fmt::format("malformed HTTP request: {}", ec.message()),
+                                                           "invalid_request_error"),
+                                    false, 11);
+                break;
+            }
+            auto& req = parser.get();
+            Request r;
+            r.method = std::string(req.method_string());
+            r.target = std::string(req.target());
+            r.path = r.target.substr(0, r.target.find('?'));
+            r.body = std::move(req.body());
+            r.remote = remote;
+            for (const auto& f : req) {
+                std::string name(f.name_string());
+                for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+                r.headers.emplace_back(std::move(name), std::string(f.value()));
+            }
+            const bool keep_alive = req.keep_alive();
+            const unsigned version = req.version();
+            Reply reply;
+            try {
+                reply = handler(r);
+            } catch (const std::exception& e) {
+                log_warn("handler for {} {} threw: {}", r.method, r.path, e.what());
+                reply = Reply{error_response(500, "internal error", "internal_error"), {}};
+            }
+            if (!reply.deferred) {
+                const bool ok = co_await write_full(stream, reply.now, keep_alive, version);
+                if (!ok || !keep_alive) break;
+                continue;
+            }
+            auto responder = std::make_shared<ResponderImpl>(stream.get_executor());
+            reply.deferred(responder);
+            const bool again = co_await responder->run(stream, keep_alive, version);
+            if (!again) break;
+        }
+        boost::system::error_code ignored;
+        stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        stream.socket().close(ignored);
+    }
+
+    asio::awaitable<void> accept_loop() {
+        for (;;) {
+            auto [ec, sock] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+            if (ec) {
+                if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+                continue;  // e.g. too many open files: keep serving the others
+            }
+            sock.set_option(tcp::no_delay(true));
+            asio::co_spawn(io, session(std::move(sock)), asio::detached);
+        }
+    }
+};
+
+Server::~Server() { stop(); }
+
+Result<std::unique_ptr<Server>> Server::start(const ServerOptions& opts, Handler handler) {
+    std::unique_ptr<Server> s(new Server());
+    s->impl_ = std::make_unique<Impl>();
+    Impl& im = *s->impl_;
+    im.opts = opts;
+    im.handler = std::move(handler);
+    boost::system::error_code ec;
+    const auto addr = asio::ip::make_address(opts.host, ec);
+    if (ec) return make_error(ErrorCode::kInvalidArgument, "--host '{}' is not an IP address: {}", opts.host, ec.message());
+    if (opts.port < 0 || opts.port > 65535) {
+        return make_error(ErrorCode::kInvalidArgument, "--port must be in [0, 65535], got {}", opts.port);
+    }
+    const tcp::endpoint ep(addr, static_cast<unsigned short>(opts.port));
+    im.acceptor.open(ep.protocol(), ec);
+    if (!ec) im.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) im.acceptor.bind(ep, ec);
+    if (!ec) im.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return make_error(ErrorCode::kIo, "cannot listen on {}:{}: {}", opts.host, opts.port, ec.message());
+    im.port = im.acceptor.local_endpoint().port();
+    asio::co_spawn(im.io, im.accept_loop(), asio::detached);
+    im.thread = std::thread([&im] { im.io.run(); });
+    return s;
+}
+
+int Server::port() const { return impl_->port; }
+
+int64_t Server::open_connections() const { return impl_->connections.load(); }
+
+void Server::stop_accepting() {
+    asio::post(impl_->io, [im = impl_.get()] {
+        boost::system::error_code ignored;
+        im->acceptor.close(ignored);
+    });
+}
+
+void Server::stop() {
+    if (!impl_ || !impl_->thread.joinable()) return;
+    impl_->io.stop();
+    impl_->thread.join();
+}
+
+}  // namespace pagoda::http

@@ -1,0 +1,118 @@
+#include "server/chat_template.h"
+
+#include <fmt/format.h>
+
+namespace pagoda::server {
+
+namespace {
+
+struct Message {
+    std::string role, content;
+};
+
+Result<std::vector<Message>> parse_messages(const nlohmann::json& messages) {
+    if (!messages.is_array() || messages.empty()) {
+        return make_error(ErrorCode::kInvalidArgument, "'messages' must be a non-empty list of {{role, content}} objects");
+    }
+    std::vector<Message> out;
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const auto& m = messages[i];
+        if (!m.is_object()) return make_error(ErrorCode::kInvalidArgument, "messages[{}] must be an object", i);
+        auto role = m.find("role");
+        if (role == m.end() || !role->is_string()) {
+            return make_error(ErrorCode::kInvalidArgument, "messages[{}].role must be a string", i);
+        }
+        const std::string r = role->get<std::string>();
+        if (r != "system" && r != "user" && r != "assistant" && r != "developer" && r != "tool") {
+            return make_error(ErrorCode::kInvalidArgument,
+                              "messages[{}].role '{}' is not one of system, developer, user, assistant, tool", i, r);
+        }
+        std::string content;
+        auto c = m.find("content");
+        if (c == m.end() || c->is_null()) {
+            content = "";
+        } else if (c->is_string()) {
+            content = c->get<std::string>();
+        } else if (c->is_array()) {
+            for (const auto& part : *c) {
+                if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+                    return make_error(ErrorCode::kInvalidArgument,
+                                      "messages[{}].content parts must be {{\"type\": \"text\", \"text\": ...}} (text only)", i);
+                }
+                content += part["text"].get<std::string>();
+            }
+        } else {
+            return make_error(ErrorCode::kInvalidArgument, "messages[{}].content must be a string or a list of text parts", i);
+        }
+        out.push_back({r == "developer" ? "system" : r, std::move(content)});
+    }
+    return out;
+}
+
+}  // namespace
+
+Result<RenderedChat> render_chat(const nlohmann::json& messages, const tokenizer::Vocab& vocab, bool add_generation_prompt) {
+    PAGODA_ASSIGN_OR_RETURN(std::vector<Message> msgs, parse_messages(messages));
+    const std::string& t = vocab.chat_template;
+    RenderedChat r;
+    std::string& s = r.text;
+    if (t.find("<|im_start|>") != std::string::npos) {
+        r.family = "chatml";
+        for (const auto& m : msgs) s += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content);
+        if (add_generation_prompt) s += "<|im_start|>assistant\n";
+    } else if (t.find("<|start_header_id|>") != std::string::npos) {
+        r.family = "llama3";
+        s = "<|begin_of_text|>";
+        for (const auto& m : msgs) s += fmt::format("<|start_header_id|>{}<|end_header_id|>\n\n{}<|eot_id|>", m.role, m.content);
+        if (add_generation_prompt) s += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    } else if (t.find("<|assistant|>") != std::string::npos && t.find("<|end|>") != std::string::npos) {
+        r.family = "phi3";
+        for (const auto& m : msgs) s += fmt::format("<|{}|>\n{}<|end|>\n", m.role, m.content);
+        if (add_generation_prompt) s += "<|assistant|>\n";
+    } else if (t.find("<start_of_turn>") != std::string::npos) {
+        r.family = "gemma";
+        s = "<bos>";
+        std::string system;
+        for (const auto& m : msgs) {
+            if (m.role == "system") {
+                system += m.content + "\n\n";
+                continue;
+            }
+            const std::string role = m.role == "assistant" ? "model" : "user";
+            s += fmt::format("<start_of_turn>{}\n{}{}<end_of_turn>\n", role, role == "user" ? system : "", m.content);
+            if (role == "user") system.clear();
+        }
+        if (add_generation_prompt) s += "<start_of_turn>model\n";
+    } else if (t.find("[INST]") != std::string::npos) {
+        const bool llama2 = t.find("<<SYS>>") != std::string::npos;
+        r.family = llama2 ? "llama2" : "mistral";
+        std::string system;
+        for (const auto& m : msgs) {
+            if (m.role == "system") {
+                system += m.content;
+                continue;
+            }
+            if (m.role == "user") {
+                std::string content = m.content;
+                if (!system.empty()) {
+                    content = llama2 ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content : system + "\n\n" + content;
+                    system.clear();
+                }
+                s += fmt::format("<s>[INST] {} [/INST]", content);
+            } else {
+                s += fmt::format(" {}</s>", m.content);
+            }
+        }
+    } else {
+        r.family = "default";
+        r.add_bos = true;
+        for (const auto& m : msgs) {
+            const char* who = m.role == "system" ? "System" : m.role == "user" ? "User" : m.role == "assistant" ? "Assistant" : "Tool";
+            s += fmt::format("{}: {}\n", who, m.content);
+        }
+        if (add_generation_prompt) s += "Assistant:";
+    }
+    return r;
+}
+
+}  // namespace pagoda::server

@@ -1,0 +1,714 @@
+#include "server/openai_server.h"
+
+#include <nlohmann/json.hpp>
+
+#include <random>
+
+#include "base/log.h"
+#include "server/chat_template.h"
+#include "tokenizer/detokenizer.h"
+
+namespace pagoda::server {
+
+using json = nlohmann::json;
+using engine::Clock;
+
+namespace {
+
+http::Response json_response(int status, const json& j) {
+    http::Response r;
+    r.status = status;
+    r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+    return r;
+}
+
+// OpenAI's error shape; `code` carries the HTTP status as vLLM does.
+http::Response error(int status, const std::string& message, const std::string& type, const std::string& param = "") {
+    json e = {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)}, {"code", status}};
+    return json_response(status, json{{"error", e}});
+}
+
+http::Reply reply(http::Response r) { return http::Reply{std::move(r), {}}; }
+
+std::string random_id(const char* prefix) {
+    static thread_local std::mt19937_64 rng(std::random_device{}());
+    return fmt::format("{}{:016x}{:08x}", prefix, rng(), uint32_t(rng()));
+}
+
+int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Field readers: a wrong type is a 400 naming the field and the expected type.
+struct FieldError {
+    std::string message, param;
+};
+
+template <typename T>
+std::optional<FieldError> read(const json& j, const char* key, T& out, const char* expected) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return std::nullopt;
+    bool ok = false;
+    if constexpr (std::is_same_v<T, bool>) {
+        ok = it->is_boolean();
+    } else if constexpr (std::is_integral_v<T>) {
+        ok = it->is_number_integer() || (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>());
+    } else if constexpr (std::is_floating_point_v<T>) {
+        ok = it->is_number();
+    } else if constexpr (std::is_same_v<T, std::string>) {
+        ok = it->is_string();
+    }
+    if (!ok) return FieldError{fmt::format("'{}' must be {}, got {}", key, expected, it->type_name()), key};
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        const double v = it->get<double>();
+        if (v < double(std::numeric_limits<T>::min()) || v > double(std::numeric_limits<T>::max())) {
+            return FieldError{fmt::format("'{}' is out of range", key), key};
+        }
+        out = T(v);
+    } else {
+        out = it->get<T>();
+    }
+    return std::nullopt;
+}
+
+const char* finish_name(engine::FinishReason r) {
+    switch (r) {
+        case engine::FinishReason::kStop: return "stop";
+        case engine::FinishReason::kLength: return "length";
+        case engine::FinishReason::kCancelled: return "abort";
+        case engine::FinishReason::kRejected: return "abort";
+        case engine::FinishReason::kTimeout: return "abort";
+        case engine::FinishReason::kError: return "error";
+    }
+    return "error";
+}
+
+std::vector<double> latency_buckets() {
+    return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+}
+std::vector<double> token_buckets() { return {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000}; }
+
+}  // namespace
+
+// One generation request (all its prompts and samples) while it runs. Lives in the
+// callbacks; everything but the constructor runs on the HTTP I/O thread.
+struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
+    OpenAiServer* srv = nullptr;
+    std::shared_ptr<http::Responder> resp;
+    bool chat = false, stream = false, include_usage = false, chat_logprobs = false;
+    int n = 1, logprobs = -1;
+    std::string id, model;
+    int64_t created = 0;
+    std::vector<std::shared_ptr<engine::RequestStream>> streams;
+    std::vector<bool> stream_done;
+    std::vector<std::string> text, finish, stop_reason;
+    std::vector<json> lps;  // per choice: completions {tokens, token_logprobs, ...} or chat content list
+    std::vector<bool> role_sent;
+    std::vector<Clock::time_point> last_time;
+    std::vector<std::vector<double>> itl;  // per stream (request)
+    engine::Usage usage;
+    std::string error_message;
+    engine::FinishReason error_reason = engine::FinishReason::kStop;
+    bool complete = false;
+
+    std::string piece(int32_t id) const {
+        return tokenizer::sanitize_utf8(srv->engine_.model().tokenizer().token_bytes(id, tokenizer::SkipSpecial::kNo));
+    }
+
+    void add_logprobs(size_t c, const engine::Event& ev, json* delta_lp) {
+        for (const auto& lp : ev.logprobs) {
+            if (chat) {
+                json top = json::array();
+                for (const auto& [tid, l] : lp.top) {
+                    const std::string t = piece(tid);
+                    top.push_back({{"token", t}, {"logprob", l}, {"bytes", std::vector<uint8_t>(t.begin(), t.end())}});
+                }
+                const std::string t = piece(lp.token);
+                json item = {{"token", t}, {"logprob", lp.logprob}, {"bytes", std::vector<uint8_t>(t.begin(), t.end())},
+                             {"top_logprobs", top}};
+                lps[c]["content"].push_back(item);
+                if (delta_lp) (*delta_lp)["content"].push_back(item);
+            } else {
+                json top = json::object();
+                for (const auto& [tid, l] : lp.top) top[piece(tid)] = l;
+                const std::string t = piece(lp.token);
+                auto add = [&](json& o) {
+                    o["tokens"].push_back(t);
+                    o["token_logprobs"].push_back(lp.logprob);
+                    o["top_logprobs"].push_back(top);
+                    o["text_offset"].push_back(0);
+                };
+                add(lps[c]);
+                if (delta_lp) add(*delta_lp);
+            }
+        }
+    }
+
+    void send_chunk(const json& j) { resp->write("data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"); }
+
+    json chunk_head() const {
+        return {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", model}};
+    }
+
+    void pump() {
+        if (complete) return;
+        for (size_t s = 0; s < streams.size(); ++s) {
+            while (auto ev = streams[s]->try_next()) on_event(s, *ev);
+        }
+        bool all = true;
+        for (bool d : stream_done) all = all && d;
+        if (all) finish_call();
+    }
+
+    void on_event(size_t s, const engine::Event& ev) {
+        const size_t c = s * size_t(n) + size_t(ev.index);
+        if (!ev.token_ids.empty()) {
+            if (last_time[c] != Clock::time_point{}) itl[s].push_back(std::chrono::duration<double>(ev.time - last_time[c]).count());
+            last_time[c] = ev.time;
+        }
+        text[c] += ev.text;
+        json delta_lp;
+        const bool want_lp = (chat && chat_logprobs) || (!chat && logprobs >= 0);
+        if (want_lp && !ev.logprobs.empty()) add_logprobs(c, ev, stream ? &delta_lp : nullptr);
+        if (ev.finish) {
+            finish[c] = finish_name(*ev.finish);
+            stop_reason[c] = ev.stop_reason;
+            if (*ev.finish == engine::FinishReason::kRejected || *ev.finish == engine::FinishReason::kError ||
+                *ev.finish == engine::FinishReason::kTimeout) {
+                error_reason = *ev.finish;
+                if (!ev.error.empty()) error_message = ev.error;
+            }
+        }
+        if (stream && (!ev.text.empty() || ev.finish || !delta_lp.is_null())) {
+            json j = chunk_head();
+            json choice = {{"index", c}, {"logprobs", delta_lp.is_null() ? json(nullptr) : delta_lp},
+                           {"finish_reason", ev.finish ? json(finish[c]) : json(nullptr)}};
+            if (chat) {
+                json delta = json::object();
+                if (!role_sent[c]) {
+                    delta["role"] = "assistant";
+                    role_sent[c] = true;
+                }
+                if (!ev.text.empty() || !ev.finish) delta["content"] = ev.text;
+                choice["delta"] = delta;
+            } else {
+                choice["text"] = ev.text;
+                if (ev.finish && !stop_reason[c].empty()) choice["stop_reason"] = stop_reason[c];
+            }
+            j["choices"] = json::array({choice});
+            send_chunk(j);
+        }
+        if (ev.request_done) {
+            stream_done[s] = true;
+            usage.prompt_tokens += ev.usage.prompt_tokens;
+            usage.completion_tokens += ev.usage.completion_tokens;
+            usage.cached_tokens += ev.usage.cached_tokens;
+            const bool failed = ev.finish && (*ev.finish == engine::FinishReason::kError);
+            srv->record_finished(ev, itl[s], failed);
+        }
+    }
+
+    json usage_json() const {
+        json u = {{"prompt_tokens", usage.prompt_tokens},
+                  {"completion_tokens", usage.completion_tokens},
+                  {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+        if (usage.cached_tokens > 0) u["prompt_tokens_details"] = {{"cached_tokens", usage.cached_tokens}};
+        return u;
+    }
+
+    void finish_call() {
+        complete = true;
+        --srv->in_flight_;
+        const bool failed = error_reason != engine::FinishReason::kStop && usage.completion_tokens == 0;
+        if (stream || !failed) ++srv->http_by_status_[2];
+        if (stream) {
+            if (failed) {
+                send_chunk(json{{"error", {{"message", error_message.empty() ? "the request failed" : error_message},
+                                           {"type", "server_error"}, {"param", nullptr}, {"code", 500}}}});
+            } else if (include_usage) {
+                json j = chunk_head();
+                j["choices"] = json::array();
+                j["usage"] = usage_json();
+                send_chunk(j);
+            }
+            resp->write("data: [DONE]\n\n");
+            resp->finish();
+            return;
+        }
+        if (failed) {
+            const int status = error_reason == engine::FinishReason::kRejected ? 429 : 500;
+            ++srv->http_by_status_[status / 100];
+            resp->send(error(status, error_message.empty() ? "the request failed" : error_message,
+                             status == 429 ? "rate_limit_error" : "server_error"));
+            return;
+        }
+        json choices = json::array();
+        for (size_t c = 0; c < text.size(); ++c) {
+            json lp = (chat ? chat_logprobs : logprobs >= 0) ? lps[c] : json(nullptr);
+            json choice = {{"index", c}, {"logprobs", lp}, {"finish_reason", finish[c]}};
+            if (chat) {
+                choice["message"] = {{"role", "assistant"}, {"content", text[c]}};
+            } else {
+                choice["text"] = text[c];
+                choice["stop_reason"] = stop_reason[c].empty() ? json(nullptr) : json(stop_reason[c]);
+            }
+            choices.push_back(choice);
+        }
+        json body = {{"id", id},
+                     {"object", chat ? "chat.completion" : "text_completion"},
+                     {"created", created},
+                     {"model", model},
+                     {"choices", choices},
+                     {"usage", usage_json()}};
+        resp->send(json_response(200, body));
+    }
+
+    void cancel_all() {
+        for (auto& s : streams) s->cancel();
+    }
+};
+
+OpenAiServer::OpenAiServer(engine::Engine& engine, ServerConfig cfg)
+    : engine_(engine),
+      cfg_(std::move(cfg)),
+      created_(unix_now()),
+      ttft_(latency_buckets()),
+      itl_(latency_buckets()),
+      e2e_(latency_buckets()),
+      queue_(latency_buckets()),
+      prefill_(latency_buckets()),
+      decode_(latency_buckets()),
+      prompt_tokens_(token_buckets()),
+      gen_tokens_(token_buckets()) {}
+
+OpenAiServer::~OpenAiServer() = default;
+
+bool OpenAiServer::authorized(const http::Request& req) const {
+    if (cfg_.api_keys.empty()) return true;
+    const std::string_view h = req.header("authorization");
+    if (h.substr(0, 7) != "Bearer ") return false;
+    const std::string_view key = h.substr(7);
+    for (const auto& k : cfg_.api_keys) {
+        if (key == k) return true;
+    }
+    return false;
+}
+
+http::Reply OpenAiServer::handle(const http::Request& req) {
+    http::Reply r = [&]() -> http::Reply {
+        const std::string& p = req.path;
+        if (p == "/health") {
+            const auto age = Clock::now() - engine_.last_heartbeat();
+            if (age > cfg_.stall_timeout) return reply(error(503, "the engine loop is stalled", "server_error"));
+            return reply(json_response(200, json::object()));
+        }
+        if (p == "/ready") {
+            if (draining_) return reply(error(503, "draining: not accepting new requests", "server_error"));
+            if (!ready_) return reply(error(503, "warming up", "server_error"));
+            return reply(json_response(200, json{{"status", "ready"}}));
+        }
+        if (p == "/metrics" && req.method == "GET") {
+            http::Response m;
+            m.content_type = "text/plain; version=0.0.4; charset=utf-8";
+            m.body = metrics_text();
+            return reply(std::move(m));
+        }
+        const bool api = p.rfind("/v1/", 0) == 0 || p == "/tokenize" || p == "/detokenize";
+        if (api && !authorized(req)) {
+            return reply(error(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "authentication_error"));
+        }
+        if (p == "/v1/models" && req.method == "GET") return models();
+        if (p == "/v1/completions" && req.method == "POST") return completions(req, false);
+        if (p == "/v1/chat/completions" && req.method == "POST") return completions(req, true);
+        if (p == "/tokenize" && req.method == "POST") return tokenize(req);
+        if (p == "/detokenize" && req.method == "POST") return detokenize(req);
+        return reply(error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
+    }();
+    if (!r.deferred) ++http_by_status_[std::clamp(r.now.status / 100, 1, 5)];
+    return r;
+}
+
+http::Reply OpenAiServer::models() const {
+    json m = {{"id", cfg_.served_model_name}, {"object", "model"}, {"created", created_}, {"owned_by", "pagoda"},
+              {"root", cfg_.served_model_name}, {"max_model_len", engine_.config().sched.max_model_len}};
+    return reply(json_response(200, json{{"object", "list"}, {"data", json::array({m})}}));
+}
+
+namespace {
+
+// Parses the body; on failure fills `err`.
+std::optional<json> parse_body(const http::Request& req, http::Response& err) {
+    try {
+        json j = json::parse(req.body);
+        if (!j.is_object()) {
+            err = error(400, "the request body must be a JSON object", "invalid_request_error");
+            return std::nullopt;
+        }
+        return j;
+    } catch (const json::parse_error& e) {
+        err = error(400, fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_request_error");
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
+http::Reply OpenAiServer::tokenize(const http::Request& req) {
+    http::Response err;
+    auto j = parse_body(req, err);
+    if (!j) return reply(err);
+    const auto& tok = engine_.model().tokenizer();
+    bool add_special = true;
+    if (auto e = read(*j, "add_special_tokens", add_special, "a boolean")) return reply(error(400, e->message, "invalid_request_error", e->param));
+    std::string text;
+    if (j->contains("messages")) {
+        auto rendered = render_chat((*j)["messages"], tok.vocab(), true);
+        if (!rendered.ok()) return reply(error(400, rendered.error().message, "invalid_request_error", "messages"));
+        text = rendered->text;
+        add_special = rendered->add_bos;
+    } else if (auto e = read(*j, "prompt", text, "a string")) {
+        return reply(error(400, e->message, "invalid_request_error", e->param));
+    } else if (!j->contains("prompt")) {
+        return reply(error(400, "'prompt' (a string) or 'messages' is required", "invalid_request_error", "prompt"));
+    }
+    const auto ids = tok.encode(text, {add_special ? tokenizer::AddSpecial::kYes : tokenizer::AddSpecial::kNo,
+                                       tokenizer::ParseSpecial::kYes});
+    return reply(json_response(200, json{{"count", ids.size()}, {"max_model_len", engine_.config().sched.max_model_len}, {"tokens", ids}}));
+}
+
+http::Reply OpenAiServer::detokenize(const http::Request& req) {
+    http::Response err;
+    auto j = parse_body(req, err);
+    if (!j) return reply(err);
+    auto it = j->find("tokens");
+    if (it == j->end() || !it->is_array()) return reply(error(400, "'tokens' (a list of token ids) is required", "invalid_request_error", "tokens"));
+    std::vector<int32_t> ids;
+    const int64_t vocab = engine_.model().config().vocab_size;
+    for (const auto& t : *it) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab) {
+            return reply(error(400, fmt::format("'tokens' must hold token ids in [0, {})", vocab), "invalid_request_error", "tokens"));
+        }
+        ids.push_back(t.get<int32_t>());
+    }
+    return reply(json_response(200, json{{"prompt", tokenizer::sanitize_utf8(engine_.model().tokenizer().decode(ids))}}));
+}
+
+http::Reply OpenAiServer::completions(const http::Request& req, bool chat) {
+    auto bad = [](const std::string& msg, const std::string& param) { return reply(error(400, msg, "invalid_request_error", param)); };
+    if (draining_) return reply(error(503, "the server is draining and accepts no new requests", "server_error"));
+    if (!ready_) return reply(error(503, "the server is warming up; retry shortly", "server_error"));
+    http::Response err;
+    auto body = parse_body(req, err);
+    if (!body) return reply(err);
+    const json& j = *body;
+    const auto& tok = engine_.model().tokenizer();
+
+    std::string model = cfg_.served_model_name;
+    if (auto e = read(j, "model", model, "a string")) return bad(e->message, e->param);
+    if (model != cfg_.served_model_name) {
+        return reply(error(404, fmt::format("The model `{}` does not exist (this server serves `{}`).", model, cfg_.served_model_name),
+                           "NotFoundError", "model"));
+    }
+
+    // Prompts.
+    std::vector<std::vector<int32_t>> prompts;
+    if (chat) {
+        if (!j.contains("messages")) return bad("'messages' is required", "messages");
+        auto rendered = render_chat(j["messages"], tok.vocab(), true);
+        if (!rendered.ok()) return bad(rendered.error().message, "messages");
+        prompts.push_back(tok.encode(rendered->text, {rendered->add_bos ? tokenizer::AddSpecial::kYes : tokenizer::AddSpecial::kNo,
+                                                      tokenizer::ParseSpecial::kYes}));
+    } else {
+        auto it = j.find("prompt");
+        if (it == j.end() || it->is_null()) return bad("'prompt' is required", "prompt");
+        auto from_ids = [&](const json& a) -> std::optional<std::vector<int32_t>> {
+            std::vector<int32_t> ids;
+            for (const auto& t : a) {
+                if (!t.is_number_integer()) return std::nullopt;
+                ids.push_back(int32_t(std::clamp<int64_t>(t.get<int64_t>(), -1, INT32_MAX)));
+            }
+            return ids;
+        };
+        if (it->is_string()) {
+            prompts.push_back(tok.encode(it->get<std::string>()));
+        } else if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
+            auto ids = from_ids(*it);
+            if (!ids) return bad("'prompt' as token ids must be a list of integers", "prompt");
+            prompts.push_back(*ids);
+        } else if (it->is_array() && !it->empty()) {
+            for (const auto& p : *it) {
+                if (p.is_string()) {
+                    prompts.push_back(tok.encode(p.get<std::string>()));
+                } else if (p.is_array()) {
+                    auto ids = from_ids(p);
+                    if (!ids) return bad("'prompt' as token ids must be a list of integers", "prompt");
+                    prompts.push_back(*ids);
+                } else {
+                    return bad("'prompt' must be a string, a list of strings, a list of token ids or a list of such lists", "prompt");
+                }
+            }
+        } else {
+            return bad("'prompt' must be a string, a list of strings, a list of token ids or a list of such lists", "prompt");
+        }
+        if (prompts.size() > 64) return bad(fmt::format("at most 64 prompts per request, got {}", prompts.size()), "prompt");
+    }
+
+    engine::SamplingParams sp;
+    sp.max_tokens = chat ? std::max<int>(1, engine_.config().sched.max_model_len) : 16;
+    bool max_given = false;
+    std::optional<FieldError> e;
+    int max_tokens = 0;
+    if ((e = read(j, "max_tokens", max_tokens, "an integer"))) return bad(e->message, e->param);
+    if (j.contains("max_tokens") && !j["max_tokens"].is_null()) {
+        sp.max_tokens = max_tokens;
+        max_given = true;
+    }
+    if (chat && j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null()) {
+        if ((e = read(j, "max_completion_tokens", max_tokens, "an integer"))) return bad(e->message, e->param);
+        sp.max_tokens = max_tokens;
+        max_given = true;
+    }
+    if (sp.max_tokens < 1) return bad(fmt::format("'max_tokens' must be >= 1, got {}", sp.max_tokens), "max_tokens");
+    if ((e = read(j, "temperature", sp.temperature, "a number"))) return bad(e->message, e->param);
+    if ((e = read(j, "top_p", sp.top_p, "a number"))) return bad(e->message, e->param);
+    if ((e = read(j, "top_k", sp.top_k, "an integer"))) return bad(e->message, e->param);
+    if ((e = read(j, "min_p", sp.min_p, "a number"))) return bad(e->message, e->param);
+    if ((e = read(j, "presence_penalty", sp.presence_penalty, "a number"))) return bad(e->message, e->param);
+    if ((e = read(j, "frequency_penalty", sp.frequency_penalty, "a number"))) return bad(e->message, e->param);
+    if ((e = read(j, "repetition_penalty", sp.repetition_penalty, "a number"))) return bad(e->message, e->param);
+    if ((e = read(j, "n", sp.n, "an integer"))) return bad(e->message, e->param);
+    if ((e = read(j, "min_tokens", sp.min_tokens, "an integer"))) return bad(e->message, e->param);
+    if ((e = read(j, "ignore_eos", sp.ignore_eos, "a boolean"))) return bad(e->message, e->param);
+    int64_t seed = -1;
+    if ((e = read(j, "seed", seed, "an integer"))) return bad(e->message, e->param);
+    if (j.contains("seed") && !j["seed"].is_null()) sp.seed = uint64_t(seed);
+    int priority = 0;
+    if ((e = read(j, "priority", priority, "an integer"))) return bad(e->message, e->param);
+    if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
+        if (it->is_string()) {
+            sp.stop = {it->get<std::string>()};
+        } else if (it->is_array()) {
+            for (const auto& s : *it) {
+                if (!s.is_string()) return bad("'stop' must be a string or a list of strings", "stop");
+                sp.stop.push_back(s.get<std::string>());
+            }
+        } else {
+            return bad("'stop' must be a string or a list of strings", "stop");
+        }
+    }
+    if (auto it = j.find("stop_token_ids"); it != j.end() && !it->is_null()) {
+        if (!it->is_array()) return bad("'stop_token_ids' must be a list of token ids", "stop_token_ids");
+        for (const auto& s : *it) {
+            if (!s.is_number_integer()) return bad("'stop_token_ids' must be a list of token ids", "stop_token_ids");
+            sp.stop_token_ids.push_back(int32_t(std::clamp<int64_t>(s.get<int64_t>(), -1, INT32_MAX)));
+        }
+    }
+    if (auto it = j.find("logit_bias"); it != j.end() && !it->is_null()) {
+        if (!it->is_object()) return bad("'logit_bias' must be an object mapping token ids to numbers", "logit_bias");
+        for (const auto& [k, v] : it->items()) {
+            char* end = nullptr;
+            const long id = std::strtol(k.c_str(), &end, 10);
+            if (k.empty() || *end != '\0' || !v.is_number()) {
+                return bad(fmt::format("'logit_bias' key '{}' must be a token id with a numeric bias", k), "logit_bias");
+            }
+            sp.logit_bias.emplace_back(int32_t(std::clamp<long>(id, -1, INT32_MAX)), v.get<float>());
+        }
+    }
+    bool chat_logprobs = false;
+    if (chat) {
+        if ((e = read(j, "logprobs", chat_logprobs, "a boolean"))) return bad(e->message, e->param);
+        int top = 0;
+        if ((e = read(j, "top_logprobs", top, "an integer"))) return bad(e->message, e->param);
+        if (top < 0 || top > engine::kMaxLogprobs) return bad(fmt::format("'top_logprobs' must be in [0, {}], got {}", engine::kMaxLogprobs, top), "top_logprobs");
+        if (chat_logprobs) sp.logprobs = top;
+    } else {
+        int lp = -1;
+        if ((e = read(j, "logprobs", lp, "an integer"))) return bad(e->message, e->param);
+        if (j.contains("logprobs") && !j["logprobs"].is_null()) sp.logprobs = lp;
+    }
+    bool stream = false, include_usage = false;
+    if ((e = read(j, "stream", stream, "a boolean"))) return bad(e->message, e->param);
+    if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
+        if (!it->is_object()) return bad("'stream_options' must be an object", "stream_options");
+        if ((e = read(*it, "include_usage", include_usage, "a boolean"))) return bad("stream_options." + e->message, "stream_options");
+    }
+    const int64_t vocab = engine_.model().config().vocab_size;
+    if (Status st = sp.validate(int(vocab)); !st.ok()) return bad(st.error().message, "");
+    const int max_len = engine_.config().sched.max_model_len;
+    for (const auto& p : prompts) {
+        if (p.empty()) return bad("the prompt is empty", chat ? "messages" : "prompt");
+        for (int32_t id : p) {
+            if (id < 0 || id >= vocab) return bad(fmt::format("prompt token id {} is out of range [0, {})", id, vocab), "prompt");
+        }
+        if (int64_t(p.size()) >= max_len) {
+            return bad(fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} tokens; "
+                                   "it must leave room for at least one new token.",
+                                   max_len, p.size()),
+                       chat ? "messages" : "prompt");
+        }
+        if (max_given && int64_t(p.size()) + sp.max_tokens > max_len) {
+            return bad(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
+                                   "({} in the prompt, {} for the completion).",
+                                   max_len, int64_t(p.size()) + sp.max_tokens, p.size(), sp.max_tokens),
+                       "max_tokens");
+        }
+    }
+
+    auto call = std::make_shared<Call>();
+    call->srv = this;
+    call->chat = chat;
+    call->stream = stream;
+    call->include_usage = include_usage;
+    call->chat_logprobs = chat_logprobs;
+    call->n = sp.n;
+    call->logprobs = sp.logprobs;
+    call->id = random_id(chat ? "chatcmpl-" : "cmpl-");
+    call->model = cfg_.served_model_name;
+    call->created = unix_now();
+    const size_t choices = prompts.size() * size_t(sp.n);
+    call->text.resize(choices);
+    call->finish.resize(choices);
+    call->stop_reason.resize(choices);
+    call->lps.assign(choices, chat ? json{{"content", json::array()}}
+                                   : json{{"tokens", json::array()}, {"token_logprobs", json::array()},
+                                          {"top_logprobs", json::array()}, {"text_offset", json::array()}});
+    call->role_sent.assign(choices, false);
+    call->last_time.assign(choices, Clock::time_point{});
+    call->itl.resize(prompts.size());
+    call->stream_done.assign(prompts.size(), false);
+    for (auto& p : prompts) {
+        engine::Request r;
+        r.prompt_ids = std::move(p);
+        r.sampling = sp;
+        r.priority = priority;
+        auto s = engine_.submit(std::move(r));
+        if (!s.ok()) {
+            call->cancel_all();
+            if (s.error().code == ErrorCode::kResourceExhausted) {
+                http::Response resp = error(429, s.error().message, "rate_limit_error");
+                resp.headers.emplace_back("Retry-After", std::to_string(int(std::ceil(engine_.retry_after_seconds()))));
+                return reply(resp);
+            }
+            return bad(s.error().message, "");
+        }
+        call->streams.push_back(*s);
+    }
+    ++in_flight_;
+    return http::Reply::later([call](std::shared_ptr<http::Responder> resp) {
+        call->resp = resp;
+        if (call->stream) resp->start_stream(200, "text/event-stream");
+        std::weak_ptr<Call> weak = call;
+        resp->on_disconnect([weak] {
+            if (auto c = weak.lock()) c->cancel_all();
+        });
+        for (auto& s : call->streams) {
+            s->set_notify([weak, resp] {
+                resp->post([weak] {
+                    if (auto c = weak.lock()) c->pump();
+                });
+            });
+        }
+        // Events pushed before the notifier was set.
+        resp->post([call] { call->pump(); });
+    });
+}
+
+void OpenAiServer::record_finished(const engine::Event& last, const std::vector<double>& itl, bool error) {
+    const auto& t = last.timings;
+    if (t.has_token) {
+        ttft_.observe(t.ttft_seconds());
+        prefill_.observe(std::chrono::duration<double>(t.first_token - t.first_scheduled).count());
+        decode_.observe(std::chrono::duration<double>(t.finished - t.first_token).count());
+    }
+    if (t.scheduled) queue_.observe(t.queue_seconds());
+    e2e_.observe(t.e2e_seconds());
+    for (double d : itl) itl_.observe(d);
+    prompt_tokens_.observe(double(last.usage.prompt_tokens));
+    gen_tokens_.observe(double(last.usage.completion_tokens));
+    prompt_total_ += last.usage.prompt_tokens;
+    gen_total_ += last.usage.completion_tokens;
+    const int reason = last.finish ? int(*last.finish) : int(engine::FinishReason::kError);
+    ++finished_[error ? int(engine::FinishReason::kError) : reason];
+}
+
+std::string OpenAiServer::metrics_text() const {
+    const auto st = engine_.stats();
+    metrics::TextWriter w;
+    const metrics::Labels model = {{"model_name", cfg_.served_model_name}};
+    auto gauge = [&](const char* name, const char* help, double v) {
+        w.family(name, "gauge", help);
+        w.sample(name, model, v);
+    };
+    auto counter = [&](const char* name, const char* help, double v) {
+        w.family(name, "counter", help);
+        w.sample(name, model, v);
+    };
+    for (const char* prefix : {"pagoda_", "vllm:"}) {
+        const std::string p = prefix;
+        gauge((p + "num_requests_running").c_str(), "Requests in the running batch.", double(st->queue.running));
+        w.family(p + "num_requests_waiting", "gauge", "Requests waiting, by reason.");
+        w.sample(p + "num_requests_waiting", model, double(st->queue.waiting));
+        gauge((p + "kv_cache_usage_perc").c_str(), "Fraction of KV cache blocks in use (0-1).", st->blocks.usage);
+        counter((p + "prompt_tokens_total").c_str(), "Prompt tokens of finished requests.", double(prompt_total_.load()));
+        counter((p + "generation_tokens_total").c_str(), "Generated tokens of finished requests.", double(gen_total_.load()));
+        counter((p + "num_preemptions_total").c_str(), "Preemptions (recompute).", double(st->preemptions));
+        counter((p + "prefix_cache_queries_total").c_str(), "Prompt blocks looked up in the prefix cache.", double(st->blocks.prefix_queries));
+        counter((p + "prefix_cache_hits_total").c_str(), "Prompt blocks found in the prefix cache.", double(st->blocks.prefix_hits));
+        w.family(p + "request_success_total", "counter", "Finished requests by finish reason.");
+        for (int r = 0; r < 6; ++r) {
+            metrics::Labels l = model;
+            l.emplace_back("finished_reason", engine::finish_reason_name(engine::FinishReason(r)));
+            w.sample(p + "request_success_total", l, double(finished_[r].load()));
+        }
+        auto hist = [&](const std::string& name, const char* help, const metrics::Histogram& h) {
+            w.family(name, "histogram", help);
+            w.histogram(name, model, h);
+        };
+        hist(p + "time_to_first_token_seconds", "Time from arrival to the first token.", ttft_);
+        hist(p + "inter_token_latency_seconds", "Time between consecutive tokens of a request.", itl_);
+        hist(p + "e2e_request_latency_seconds", "Time from arrival to the last token.", e2e_);
+        hist(p + "request_queue_time_seconds", "Time from arrival to first scheduled.", queue_);
+        hist(p + "request_prefill_time_seconds", "Time from first scheduled to the first token.", prefill_);
+        hist(p + "request_decode_time_seconds", "Time from the first token to the last.", decode_);
+        hist(p + "request_prompt_tokens", "Prompt tokens per request.", prompt_tokens_);
+        hist(p + "request_generation_tokens", "Generated tokens per request.", gen_tokens_);
+    }
+    // Native-only detail.
+    w.family("pagoda_requests_waiting_by_reason", "gauge", "Waiting requests by the reason they wait.");
+    for (int r = 0; r < scheduler::kNumWaitReasons; ++r) {
+        metrics::Labels l = model;
+        l.emplace_back("reason", scheduler::wait_reason_name(scheduler::WaitReason(r)));
+        w.sample("pagoda_requests_waiting_by_reason", l, double(st->queue.by_reason[r]));
+    }
+    w.family("pagoda_kv_cache_blocks", "gauge", "KV cache blocks by state.");
+    for (auto [state, v] : {std::pair{"used", st->blocks.used}, {"free", st->blocks.free}, {"cached", st->blocks.cached}}) {
+        metrics::Labels l = model;
+        l.emplace_back("state", state);
+        w.sample("pagoda_kv_cache_blocks", l, double(v));
+    }
+    w.family("pagoda_engine_steps_total", "counter", "Engine steps run.");
+    w.sample("pagoda_engine_steps_total", model, double(st->steps));
+    w.family("pagoda_engine_step_seconds_total", "counter", "Time in engine steps by stage.");
+    for (auto [stage, v] : {std::pair{"schedule", st->total_time.schedule_s}, {"forward", st->total_time.forward_s},
+                            {"sample", st->total_time.sample_s}, {"output", st->total_time.output_s}}) {
+        metrics::Labels l = model;
+        l.emplace_back("stage", stage);
+        w.sample("pagoda_engine_step_seconds_total", l, v);
+    }
+    w.family("pagoda_http_responses_total", "counter", "HTTP responses by status class.");
+    for (int c = 1; c <= 5; ++c) {
+        metrics::Labels l = model;
+        l.emplace_back("code", fmt::format("{}xx", c));
+        w.sample("pagoda_http_responses_total", l, double(http_by_status_[c].load()));
+    }
+    w.family("vllm:cache_config_info", "gauge", "KV cache configuration.");
+    w.sample("vllm:cache_config_info",
+             {{"block_size", std::to_string(st->block_size)},
+              {"num_gpu_blocks", std::to_string(st->blocks.total)},
+              {"enable_prefix_caching", engine_.config().enable_prefix_caching ? "True" : "False"}},
+             1.0);
+    gauge("pagoda_ready", "1 when ready to serve, 0 while warming up or draining.", ready() ? 1.0 : 0.0);
+    return w.text();
+}
+
+}  // namespace pagoda::server
