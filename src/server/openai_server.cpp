@@ -218,6 +218,7 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
 
     void finish_call() {
         complete = true;
+        for (auto& s : streams) s->set_notify({});  // releases the notifiers' hold on this call
         --srv->in_flight_;
         const bool failed = error_reason != engine::FinishReason::kStop && usage.completion_tokens == 0;
         if (stream || !failed) ++srv->http_by_status_[2];
@@ -601,12 +602,9 @@ http::Reply OpenAiServer::completions(const http::Request& req, bool chat) {
         resp->on_disconnect([weak] {
             if (auto c = weak.lock()) c->cancel_all();
         });
+        // The notifiers own the call until it completes (finish_call clears them).
         for (auto& s : call->streams) {
-            s->set_notify([weak, resp] {
-                resp->post([weak] {
-                    if (auto c = weak.lock()) c->pump();
-                });
-            });
+            s->set_notify([call, resp] { resp->post([call] { call->pump(); }); });
         }
         // Events pushed before the notifier was set.
         resp->post([call] { call->pump(); });

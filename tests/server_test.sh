@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# End-to-end tests of `pagoda serve` on 127.0.0.1 with an ephemeral port, driven by curl
+# (and by the official `openai` Node package when tests/e2e/node_modules exists): golden
+# output over HTTP, streaming, chat, n > 1, stop strings, logprobs, usage, every error
+# status, /metrics (promtool when installed), client disconnects and SIGTERM drain.
+# Usage: server_test.sh PAGODA_BIN SOURCE_DIR
+set -uo pipefail
+BIN=$1
+SRC=$2
+MODEL=$SRC/models/stories260K.gguf
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; shift; printf '     %s\n' "$@"; }
+expect_eq() { if [ "$2" == "$3" ]; then ok "$1"; else bad "$1" "got:  [$2]" "want: [$3]"; fi; }
+jq_() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
+
+# Starts a server with extra flags; sets PORT and SPID. Waits for /ready.
+start_server() {
+    local log=$1
+    shift
+    "$BIN" serve -m "$MODEL" --port 0 "$@" 2>"$log" &
+    SPID=$!
+    PIDS+=("$SPID")
+    PORT=""
+    for _ in $(seq 200); do
+        PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
+        if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1; then return 0; fi
+        sleep 0.05
+    done
+    echo "server did not become ready:"; cat "$log"; return 1
+}
+URL() { echo "http://127.0.0.1:$PORT$1"; }
+post() { curl -s -o "$TMP/body" -w '%{http_code}' "$(URL "$1")" -H 'Content-Type: application/json' -d "$2" "${@:3}"; }
+
+start_server "$TMP/s1.log" || exit 1
+want=", there was a little girl named Lily. She loved to play outside in the park. One day, she saw"
+
+# 1. Golden output over HTTP, equal to `pagoda generate`.
+gen=$("$BIN" generate -m "$MODEL" -p "Once upon a time" -n 32 --temperature 0 2>/dev/null)
+code=$(post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 32, "temperature": 0}')
+expect_eq "completions 200" "$code" "200"
+expect_eq "completions text equals generate" "$(jq_ 'd["choices"][0]["text"]' <"$TMP/body")" "$gen"
+expect_eq "generate is the golden text" "$gen" "$want"
+expect_eq "usage" "$(jq_ '(d["usage"]["prompt_tokens"], d["usage"]["completion_tokens"], d["usage"]["total_tokens"])' <"$TMP/body")" "(5, 32, 37)"
+
+# 2. Streaming: the deltas add up to the same text; usage chunk; [DONE].
+curl -sN "$(URL /v1/completions)" -d '{"prompt": "Once upon a time", "max_tokens": 32, "temperature": 0, "stream": true, "stream_options": {"include_usage": true}}' >"$TMP/sse"
+streamed=$(python3 - "$TMP/sse" <<'PY'
+import json, sys
+text, usage, done = "", None, False
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line: continue
+    assert line.startswith("data: "), line
+    data = line[6:]
+    if data == "[DONE]": done = True; continue
+    j = json.loads(data)
+    for c in j["choices"]: text += c["text"]
+    if j.get("usage"): usage = j["usage"]
+print(json.dumps([text, usage["completion_tokens"] if usage else None, done]))
+PY
+)
+expect_eq "streamed completions" "$streamed" "$(python3 -c 'import json,sys; print(json.dumps([sys.argv[1], 32, True]))' "$want")"
+
+# 3. Chat, plain and streamed (role first, then content).
+code=$(post /v1/chat/completions '{"messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 16, "temperature": 0}')
+expect_eq "chat 200" "$code" "200"
+expect_eq "chat shape" "$(jq_ '(d["object"], d["choices"][0]["message"]["role"], d["usage"]["completion_tokens"])' <"$TMP/body")" "('chat.completion', 'assistant', 16)"
+curl -sN "$(URL /v1/chat/completions)" -d '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0, "stream": true}' >"$TMP/chat_sse"
+first_delta=$(grep -m1 '^data: {' "$TMP/chat_sse" | sed 's/^data: //' | jq_ 'd["choices"][0]["delta"].get("role")')
+expect_eq "chat stream starts with the role" "$first_delta" "assistant"
+tail -2 "$TMP/chat_sse" | grep -q '^data: \[DONE\]' && ok "chat stream ends with [DONE]" || bad "chat stream [DONE]" "$(tail -3 "$TMP/chat_sse")"
+
+# 4. n > 1, stop strings, logprobs, list prompts, token-id prompts.
+code=$(post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 8, "n": 3, "temperature": 1.0, "seed": 5}')
+expect_eq "n=3 gives 3 choices" "$(jq_ '[c["index"] for c in d["choices"]]' <"$TMP/body")" "[0, 1, 2]"
+post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 32, "temperature": 0, "stop": ["little girl"]}' >/dev/null
+expect_eq "stop string" "$(jq_ '(d["choices"][0]["text"], d["choices"][0]["finish_reason"], d["choices"][0]["stop_reason"])' <"$TMP/body")" "(', there was a ', 'stop', 'little girl')"
+post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0, "logprobs": 2}' >/dev/null
+expect_eq "completions logprobs" "$(jq_ '(len(d["choices"][0]["logprobs"]["token_logprobs"]), len(d["choices"][0]["logprobs"]["top_logprobs"][0]))' <"$TMP/body")" "(4, 2)"
+post /v1/completions '{"prompt": ["Once upon a time", [1, 403, 407, 261, 378]], "max_tokens": 32, "temperature": 0}' >/dev/null
+expect_eq "list of prompts (text and ids)" "$(jq_ 'd["choices"][0]["text"] == d["choices"][1]["text"] == sys.argv[0] or d["choices"][1]["text"]' <"$TMP/body")" "$want"
+
+# 5. Models, tokenize, detokenize.
+expect_eq "models" "$(curl -s "$(URL /v1/models)" | jq_ 'd["data"][0]["id"]')" "stories260K.gguf"
+post /tokenize '{"prompt": "Once upon a time"}' >/dev/null
+expect_eq "tokenize" "$(jq_ 'd["tokens"]' <"$TMP/body")" "[1, 403, 407, 261, 378]"
+post /detokenize '{"tokens": [403, 407, 261, 378]}' >/dev/null
+expect_eq "detokenize" "$(jq_ 'd["prompt"]' <"$TMP/body")" "Once upon a time"
+
+# 6. Errors, in OpenAI's shape.
+expect_err() {  # name status needle path body
+    local code
+    code=$(post "$4" "$5")
+    local msg
+    msg=$(jq_ 'd["error"]["message"]' <"$TMP/body" 2>/dev/null)
+    if [ "$code" == "$2" ] && [[ "$msg" == *"$3"* ]]; then ok "$1"; else bad "$1" "status $code (want $2)" "body: $(cat "$TMP/body")"; fi
+}
+expect_err "400 wrong type" 400 "'temperature' must be a number" /v1/completions '{"prompt": "x", "temperature": "hot"}'
+expect_err "400 out of range" 400 "top_p must be in (0, 1]" /v1/completions '{"prompt": "x", "top_p": 2}'
+expect_err "400 bad JSON" 400 "not valid JSON" /v1/completions '{"prompt": '
+expect_err "400 missing prompt" 400 "'prompt' is required" /v1/completions '{"max_tokens": 3}'
+long=$(python3 -c 'print(" ".join(["story"] * 2100))')
+expect_err "400 prompt longer than context names both lengths" 400 "maximum context length is 2048 tokens. However, your prompt has" /v1/completions "{\"prompt\": \"$long\"}"
+expect_err "400 prompt + max_tokens over context" 400 "you requested" /v1/completions '{"prompt": "Once upon a time", "max_tokens": 2047}'
+expect_err "400 bad message role" 400 "messages[0].role" /v1/chat/completions '{"messages": [{"role": "wizard", "content": "x"}]}'
+expect_err "404 unknown model" 404 "does not exist" /v1/completions '{"model": "gpt-9", "prompt": "x"}'
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' "$(URL /v2/nothing)")
+expect_eq "404 unknown route" "$code" "404"
+head -c 9000000 /dev/zero | tr '\0' 'a' >"$TMP/big"
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' "$(URL /v1/completions)" --data-binary @"$TMP/big")
+expect_eq "413 body too large" "$code" "413"
+
+# Counters add up: 9 generation requests so far (the list of 2 prompts counts as 2).
+total=$(curl -s "$(URL /metrics)" | grep '^vllm:request_success_total' | awk '{s += $2} END {print s}')
+expect_eq "finished requests = requests sent" "$total" "9"
+
+# 7. Disconnects: 20 streaming clients dropped mid-stream free every block.
+CP=()
+for i in $(seq 20); do
+    timeout 0.3 curl -sN "$(URL /v1/completions)" -d "{\"prompt\": \"Once upon a time $i\", \"max_tokens\": 2000, \"temperature\": 0.8, \"ignore_eos\": true, \"stream\": true}" >/dev/null 2>&1 &
+    CP+=($!)
+done
+wait "${CP[@]}"
+used=""
+for _ in $(seq 100); do
+    used=$(curl -s "$(URL /metrics)" | grep '^pagoda_kv_cache_blocks{.*state="used"' | awk '{print $2}')
+    running=$(curl -s "$(URL /metrics)" | grep '^vllm:num_requests_running' | awk '{print $2}')
+    [ "$used" == "0" ] && [ "$running" == "0" ] && break
+    sleep 0.05
+done
+expect_eq "20 dropped streams: no block used" "$used" "0"
+expect_eq "20 dropped streams: nothing running" "$running" "0"
+cancelled=$(curl -s "$(URL /metrics)" | grep '^vllm:request_success_total{.*finished_reason="cancelled"' | awk '{print $2}')
+[ "${cancelled:-0}" -ge 15 ] && ok "dropped streams counted as cancelled ($cancelled of 20 reached the engine)" ||
+    bad "dropped streams counted as cancelled" "$cancelled"
+
+# 8. /metrics: the real Prometheus parser, and counters add up.
+curl -s "$(URL /metrics)" >"$TMP/metrics"
+if command -v promtool >/dev/null; then
+    promtool check metrics <"$TMP/metrics" >"$TMP/promtool" 2>&1 && ok "promtool check metrics" || bad "promtool check metrics" "$(head -5 "$TMP/promtool")"
+else
+    echo "skip promtool (not installed)"
+fi
+grep -q '^vllm:time_to_first_token_seconds_bucket' "$TMP/metrics" && grep -q '^vllm:cache_config_info{block_size="16"' "$TMP/metrics" &&
+    ok "vLLM metric names" || bad "vLLM metric names" "$(grep vllm: "$TMP/metrics" | head -3)"
+
+# 9. The official openai Node client, when installed (npm ci in tests/e2e).
+if [ -d "$SRC/tests/e2e/node_modules/openai" ]; then
+    if node "$SRC/tests/e2e/openai_client.mjs" "$(URL /v1)" "$want" >"$TMP/node" 2>&1; then ok "openai Node client"; else bad "openai Node client" "$(tail -5 "$TMP/node")"; fi
+else
+    echo "skip openai Node client (run scripts/install-deps.sh)"
+fi
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+
+# 10. API keys: 401 without or with a wrong key.
+start_server "$TMP/s2.log" --api-key sekret || exit 1
+code=$(post /v1/completions '{"prompt": "x", "max_tokens": 1}')
+expect_eq "401 without key" "$code" "401"
+code=$(post /v1/completions '{"prompt": "x", "max_tokens": 1}' -H 'Authorization: Bearer nope')
+expect_eq "401 wrong key" "$code" "401"
+code=$(post /v1/completions '{"prompt": "x", "max_tokens": 1}' -H 'Authorization: Bearer sekret')
+expect_eq "200 with key" "$code" "200"
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+
+# 11. Queue full: 429 with Retry-After.
+start_server "$TMP/s3.log" --max-num-seqs 1 --max-waiting-requests 1 || exit 1
+QP=()
+for i in $(seq 6); do
+    curl -s -o "$TMP/q$i" -D "$TMP/h$i" -w '%{http_code}\n' "$(URL /v1/completions)" -d '{"prompt": "Once", "max_tokens": 300, "ignore_eos": true}' >"$TMP/c$i" &
+    QP+=($!)
+done
+wait "${QP[@]}"
+n429=$(cat "$TMP"/c* | grep -c 429)
+[ "$n429" -gt 0 ] && ok "429 when the queue is full ($n429 of 6)" || bad "429 when the queue is full" "$(cat "$TMP"/c*)"
+grep -qi '^retry-after: [0-9]' "$TMP"/h* && ok "429 carries Retry-After" || bad "Retry-After" "$(cat "$TMP"/h1)"
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+
+# 12. Drain: SIGTERM during 16 streams; all 16 complete, new requests get 503, exit 0.
+start_server "$TMP/s4.log" || exit 1
+for i in $(seq 16); do
+    curl -sN "$(URL /v1/completions)" -d "{\"prompt\": \"Once upon a time $i\", \"max_tokens\": 1500, \"ignore_eos\": true, \"stream\": true}" >"$TMP/d$i" &
+    DP[$i]=$!
+done
+sleep 0.3
+kill -TERM "$SPID"
+sleep 0.05
+code=$(post /v1/completions '{"prompt": "x", "max_tokens": 1}')
+expect_eq "503 while draining" "$code" "503"
+expect_eq "/ready is 503 while draining" "$(curl -s -o /dev/null -w '%{http_code}' "$(URL /ready)")" "503"
+for i in $(seq 16); do wait "${DP[$i]}"; done
+complete=0
+for i in $(seq 16); do grep -q '^data: \[DONE\]' "$TMP/d$i" && complete=$((complete + 1)); done
+expect_eq "all 16 in-flight streams completed" "$complete" "16"
+wait "$SPID"
+expect_eq "exit status 0 after drain" "$?" "0"
+inflight=$(grep -o 'draining (new requests get 503; [0-9]* in flight' "$TMP/s4.log" | grep -o '[0-9]* in flight' | cut -d' ' -f1)
+[ "${inflight:-0}" -gt 0 ] && ok "SIGTERM came with $inflight requests in flight" || bad "drain test had requests in flight" "$(cat "$TMP/s4.log")"
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
