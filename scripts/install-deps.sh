@@ -10,6 +10,7 @@ PKGS=(
   libpcre2-dev libutf8proc-dev libsqlite3-dev libsqlitecpp-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev
+  curl python3 prometheus
 )
 
 missing=()
@@ -19,16 +20,26 @@ for p in "${PKGS[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+# Node.js and npm run the e2e client; a machine may have them from elsewhere than Debian.
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  SUDO="sudo"
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+  fi
+  echo "install-deps: installing ${#missing[@]} package(s): ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "install-deps: done"
 fi
 
-echo "install-deps: installing ${#missing[@]} package(s): ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install-deps: done"
+# Test clients from npm (the official `openai` package), exactly as pinned in the lockfile.
+E2E="$(cd "$(dirname "$0")/.." && pwd)/tests/e2e"
+if [ ! -f "$E2E/node_modules/.package-lock.json" ] || ! cmp -s "$E2E/package-lock.json" "$E2E/node_modules/.package-lock.json.src" 2>/dev/null; then
+  echo "install-deps: npm ci in tests/e2e"
+  (cd "$E2E" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$E2E/package-lock.json" "$E2E/node_modules/.package-lock.json.src"
+fi
