@@ -96,12 +96,18 @@ int run_serve(const ServeFlags& f) {
         if (slash != std::string::npos) sc.served_model_name = sc.served_model_name.substr(slash + 1);
     }
     sc.api_keys = f.api_keys;
+    std::atomic<http::Server*> server_ptr{nullptr};
+    sc.open_connections = [&server_ptr] {
+        http::Server* s = server_ptr.load();
+        return s != nullptr ? s->open_connections() : int64_t(0);
+    };
     server::OpenAiServer api(**eng, sc);
     http::ServerOptions so;
     so.host = f.host;
     so.port = f.port;
     so.max_body_bytes = f.max_body;
     auto srv = http::Server::start(so, [&api](const http::Request& r) { return api.handle(r); });
+    if (srv.ok()) server_ptr.store(srv->get());
     if (!srv.ok()) return fail(srv.error());
     log_info("listening on http://{}:{} (model '{}', {} threads, simd {}); warming up", f.host, (*srv)->port(),
              sc.served_model_name, kernels::cpu::num_threads(), kernels::cpu::simd_target_name());
@@ -109,11 +115,18 @@ int run_serve(const ServeFlags& f) {
     api.set_ready(true);
     log_info("ready after {:.2f} s: warmup {}", std::chrono::duration<double>(Clock::now() - t0).count(), w);
 
-    // Serve until SIGTERM/SIGINT, then drain.
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    log_info("{}: draining (new requests get 503; {} in flight; timeout {} s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-             api.in_flight(), f.shutdown_timeout);
+    // Serve until SIGTERM/SIGINT or POST /admin/drain, then drain.
+    const char* why = "POST /admin/drain";
+    for (;;) {
+        timespec wait{0, 100 * 1000 * 1000};
+        const int sig = sigtimedwait(&sigs, nullptr, &wait);
+        if (sig == SIGTERM || sig == SIGINT) {
+            why = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+            break;
+        }
+        if (api.draining()) break;
+    }
+    log_info("{}: draining (new requests get 503; {} in flight; timeout {} s)", why, api.in_flight(), f.shutdown_timeout);
     api.start_drain();
     const auto deadline = Clock::now() + std::chrono::seconds(f.shutdown_timeout);
     while (api.in_flight() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -122,6 +135,7 @@ int run_serve(const ServeFlags& f) {
     (*srv)->stop_accepting();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let final bytes go out
     (*srv)->stop();
+    server_ptr.store(nullptr);
     (*eng)->shutdown();
     log_info("stopped");
     return left > 0 ? 1 : 0;

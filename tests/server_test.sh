@@ -178,6 +178,40 @@ code=$(post /v1/completions '{"prompt": "x", "max_tokens": 1}' -H 'Authorization
 expect_eq "401 wrong key" "$code" "401"
 code=$(post /v1/completions '{"prompt": "x", "max_tokens": 1}' -H 'Authorization: Bearer sekret')
 expect_eq "200 with key" "$code" "200"
+AUTH=(-H 'Authorization: Bearer sekret')
+expect_eq "admin needs the key" "$(curl -s -o /dev/null -w '%{http_code}' "$(URL /admin/knobs)")" "401"
+expect_eq "GET /admin/knobs" "$(curl -s "${AUTH[@]}" "$(URL /admin/knobs)" | jq_ 'd["max_num_seqs"]')" "256"
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X PUT "${AUTH[@]}" "$(URL /admin/knobs)" -d '{"max_num_seqs": 0, "max_num_batched_tokens": 512}')
+expect_eq "PUT bad knob is 400" "$code $(jq_ 'd["error"]["message"]' <"$TMP/body")" "400 max_num_seqs must be in [1, 65536], got 0"
+expect_eq "a bad knob changes nothing" "$(curl -s "${AUTH[@]}" "$(URL /admin/knobs)" | jq_ '(d["max_num_seqs"], d["max_num_batched_tokens"])')" "(256, 2048)"
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X PUT "${AUTH[@]}" "$(URL /admin/knobs)" -d '{"max_num_seqs": 8, "max_num_batched_tokens": 512}')
+expect_eq "PUT knobs" "$code" "200"
+expect_eq "knobs changed" "$(curl -s "${AUTH[@]}" "$(URL /admin/knobs)" | jq_ '(d["max_num_seqs"], d["max_num_batched_tokens"])')" "(8, 512)"
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X PUT "${AUTH[@]}" "$(URL /admin/knobs)" -d '{"max_num_sequences": 8}')
+expect_eq "unknown knob is 400" "$code" "400"
+grep -q "knobs changed: max_num_seqs 256 -> 8" "$TMP/s2.log" && ok "knob change logged with old and new values" || bad "knob change logged" "$(grep knobs "$TMP/s2.log")"
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X POST "${AUTH[@]}" "$(URL /admin/drain)")
+expect_eq "POST /admin/drain" "$code" "200"
+wait "$SPID"
+expect_eq "exit 0 after POST /admin/drain" "$?" "0"
+
+# 10b. Bounded stress: 256 concurrent streams, no errors, nothing leaked.
+start_server "$TMP/s5.log" --max-num-seqs 64 || exit 1
+SP5=()
+for i in $(seq 256); do
+    curl -sN "$(URL /v1/completions)" -d "{\"prompt\": \"Story $i\", \"max_tokens\": 24, \"ignore_eos\": true, \"stream\": true}" >"$TMP/st$i" 2>&1 &
+    SP5+=($!)
+done
+wait "${SP5[@]}"
+done_ok=0
+for i in $(seq 256); do grep -q '^data: \[DONE\]' "$TMP/st$i" && ! grep -q '"error"' "$TMP/st$i" && done_ok=$((done_ok + 1)); done
+expect_eq "256 concurrent streams all complete" "$done_ok" "256"
+sleep 0.2
+m=$(curl -s "$(URL /metrics)")
+expect_eq "after stress: no block used, nothing running" "$(echo "$m" | grep '^pagoda_kv_cache_blocks{.*state="used"' | awk '{print $2}') $(echo "$m" | grep '^vllm:num_requests_running' | awk '{print $2}')" "0 0"
+expect_eq "after stress: 256 finished by length" "$(echo "$m" | grep '^vllm:request_success_total{.*finished_reason="length"' | awk '{print $2}')" "256"
+conns=$(echo "$m" | grep '^pagoda_http_open_connections' | awk '{print $2}')
+expect_eq "after stress: only the scrape's connection is open" "$conns" "1"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
 # 11. Queue full: 429 with Retry-After.

@@ -25,6 +25,13 @@ const char* finish_reason_name(FinishReason r) {
     return "?";
 }
 
+StepHistograms::StepHistograms()
+    : schedule({1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05}),
+      forward({1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0}),
+      sample({1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05}),
+      output({1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05}),
+      step({1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0}) {}
+
 double RequestTimings::queue_seconds() const { return scheduled ? seconds(arrival, first_scheduled) : 0.0; }
 double RequestTimings::ttft_seconds() const { return has_token ? seconds(arrival, first_token) : 0.0; }
 double RequestTimings::e2e_seconds() const { return seconds(arrival, finished); }
@@ -621,6 +628,11 @@ void Engine::step() {
         const double old = tokens_per_second_.load();
         tokens_per_second_.store(old == 0.0 ? tps : 0.9 * old + 0.1 * tps);
     }
+    step_hist_.schedule.observe(st.schedule_s);
+    step_hist_.forward.observe(st.forward_s);
+    step_hist_.sample.observe(st.sample_s);
+    step_hist_.output.observe(st.output_s);
+    step_hist_.step.observe(dt);
     // Publish first, so a consumer that sees its last event also sees its blocks freed.
     publish(plan, st);
     for (auto& [r, evs] : events) {

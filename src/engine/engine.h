@@ -23,6 +23,7 @@
 #include "engine/sampler.h"
 #include "kvcache/block_manager.h"
 #include "kvcache/kv_pool.h"
+#include "metrics/metrics.h"
 #include "model/model.h"
 #include "scheduler/scheduler.h"
 
@@ -139,6 +140,12 @@ struct EngineStats {
     RuntimeKnobs knobs;
 };
 
+// Per-step stage durations, observed by the engine thread after each step (seconds).
+struct StepHistograms {
+    StepHistograms();
+    metrics::Histogram schedule, forward, sample, output, step;
+};
+
 class Engine {
   public:
     static Result<std::unique_ptr<Engine>> create(model::Model& m, const EngineConfig& cfg);
@@ -154,6 +161,8 @@ class Engine {
     Status set_knobs(const RuntimeKnobs& k);  // applied between steps; logged
     RuntimeKnobs knobs() const;
     std::shared_ptr<const EngineStats> stats() const;
+    const StepHistograms& step_histograms() const { return step_hist_; }
+    size_t kv_cache_bytes() const { return pool_->total_bytes(); }
     int64_t num_unfinished() const { return unfinished_.load(); }
     // When the engine loop last went round (it wakes at least every second when idle):
     // health checks call the engine stalled when this is old.
@@ -195,6 +204,7 @@ class Engine {
     EngineStats totals_;
 
     // Published.
+    StepHistograms step_hist_;
     mutable std::mutex pub_mu_;
     std::shared_ptr<const EngineStats> snapshot_;
     std::atomic<int64_t> unfinished_{0};

@@ -2,7 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+#include <cstring>
 #include <random>
+
+#include <unistd.h>
 
 #include "base/log.h"
 #include "server/chat_template.h"
@@ -83,12 +87,51 @@ const char* finish_name(engine::FinishReason r) {
     return "error";
 }
 
+struct ProcessStats {
+    int64_t rss_bytes = 0, threads = 0;
+    double cpu_seconds = 0;
+};
+
+// From /proc/self/stat (utime, stime, num_threads) and /proc/self/statm (resident pages).
+ProcessStats read_process_stats() {
+    ProcessStats ps;
+    const long page = sysconf(_SC_PAGESIZE), tick = sysconf(_SC_CLK_TCK);
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+        long size = 0, resident = 0;
+        if (std::fscanf(f, "%ld %ld", &size, &resident) == 2) ps.rss_bytes = int64_t(resident) * page;
+        std::fclose(f);
+    }
+    if (FILE* f = std::fopen("/proc/self/stat", "r")) {
+        char buf[2048];
+        const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+        std::fclose(f);
+        buf[n] = 0;
+        // Fields after the command name (which may hold spaces) start after the last ')'.
+        const char* p = std::strrchr(buf, ')');
+        if (p != nullptr) {
+            unsigned long utime = 0, stime = 0;
+            long threads = 0;
+            // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime priority nice num_threads
+            if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %ld", &utime, &stime,
+                            &threads) == 3) {
+                ps.cpu_seconds = double(utime + stime) / double(tick);
+                ps.threads = threads;
+            }
+        }
+    }
+    return ps;
+}
+
 std::vector<double> latency_buckets() {
     return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
 }
 std::vector<double> token_buckets() { return {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000}; }
 
+std::optional<json> parse_body(const http::Request& req, http::Response& err);
+
 }  // namespace
+
+json knobs_json(const engine::RuntimeKnobs& k);
 
 // One generation request (all its prompts and samples) while it runs. Lives in the
 // callbacks; everything but the constructor runs on the HTTP I/O thread.
@@ -314,7 +357,7 @@ http::Reply OpenAiServer::handle(const http::Request& req) {
             m.body = metrics_text();
             return reply(std::move(m));
         }
-        const bool api = p.rfind("/v1/", 0) == 0 || p == "/tokenize" || p == "/detokenize";
+        const bool api = p.rfind("/v1/", 0) == 0 || p == "/tokenize" || p == "/detokenize" || p.rfind("/admin/", 0) == 0;
         if (api && !authorized(req)) {
             return reply(error(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "authentication_error"));
         }
@@ -323,10 +366,58 @@ http::Reply OpenAiServer::handle(const http::Request& req) {
         if (p == "/v1/chat/completions" && req.method == "POST") return completions(req, true);
         if (p == "/tokenize" && req.method == "POST") return tokenize(req);
         if (p == "/detokenize" && req.method == "POST") return detokenize(req);
+        if (p == "/admin/drain" && req.method == "POST") {
+            start_drain();
+            log_info("drain requested over HTTP from {} ({} in flight)", req.remote, in_flight());
+            return reply(json_response(200, json{{"status", "draining"}, {"in_flight", in_flight()}}));
+        }
+        if (p == "/admin/knobs" && req.method == "GET") return reply(json_response(200, knobs_json(engine_.knobs())));
+        if (p == "/admin/knobs" && req.method == "PUT") return put_knobs(req);
         return reply(error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
     }();
     if (!r.deferred) ++http_by_status_[std::clamp(r.now.status / 100, 1, 5)];
     return r;
+}
+
+json knobs_json(const engine::RuntimeKnobs& k) {
+    return {{"max_num_seqs", k.max_num_seqs},
+            {"max_num_batched_tokens", k.max_num_batched_tokens},
+            {"long_prefill_token_threshold", k.long_prefill_token_threshold},
+            {"max_waiting_requests", k.max_waiting_requests},
+            {"max_waiting_tokens", k.max_waiting_tokens}};
+}
+
+http::Reply OpenAiServer::put_knobs(const http::Request& req) {
+    http::Response err;
+    auto j = parse_body(req, err);
+    if (!j) return reply(err);
+    engine::RuntimeKnobs k = engine_.knobs();
+    for (const auto& [key, v] : j->items()) {
+        int64_t* target64 = key == "max_waiting_tokens" ? &k.max_waiting_tokens : nullptr;
+        int* target = key == "max_num_seqs"                   ? &k.max_num_seqs
+                      : key == "max_num_batched_tokens"       ? &k.max_num_batched_tokens
+                      : key == "long_prefill_token_threshold" ? &k.long_prefill_token_threshold
+                      : key == "max_waiting_requests"         ? &k.max_waiting_requests
+                                                              : nullptr;
+        if (target == nullptr && target64 == nullptr) {
+            return reply(error(400,
+                               fmt::format("unknown knob '{}' (known: max_num_seqs, max_num_batched_tokens, "
+                                           "long_prefill_token_threshold, max_waiting_requests, max_waiting_tokens)",
+                                           key),
+                               "invalid_request_error", key));
+        }
+        if (!v.is_number_integer()) {
+            return reply(error(400, fmt::format("'{}' must be an integer, got {}", key, v.type_name()), "invalid_request_error", key));
+        }
+        const int64_t x = v.get<int64_t>();
+        if (target64 != nullptr) {
+            *target64 = x;
+        } else {
+            *target = int(std::clamp<int64_t>(x, INT32_MIN, INT32_MAX));
+        }
+    }
+    if (Status st = engine_.set_knobs(k); !st.ok()) return reply(error(400, st.error().message, "invalid_request_error"));
+    return reply(json_response(200, knobs_json(k)));
 }
 
 http::Reply OpenAiServer::models() const {
@@ -706,6 +797,25 @@ std::string OpenAiServer::metrics_text() const {
               {"enable_prefix_caching", engine_.config().enable_prefix_caching ? "True" : "False"}},
              1.0);
     gauge("pagoda_ready", "1 when ready to serve, 0 while warming up or draining.", ready() ? 1.0 : 0.0);
+    // Scheduler stages, per engine step.
+    const auto& sh = engine_.step_histograms();
+    for (auto [name, h] : {std::pair{"pagoda_step_schedule_seconds", &sh.schedule}, {"pagoda_step_forward_seconds", &sh.forward},
+                           {"pagoda_step_sample_seconds", &sh.sample}, {"pagoda_step_output_seconds", &sh.output},
+                           {"pagoda_step_seconds", &sh.step}}) {
+        w.family(name, "histogram", "Engine step stage duration (see docs/metrics.md).");
+        w.histogram(name, model, *h);
+    }
+    // Resource layer.
+    const ProcessStats ps = read_process_stats();
+    gauge("pagoda_process_resident_memory_bytes", "Resident set size of the process.", double(ps.rss_bytes));
+    w.family("pagoda_process_cpu_seconds_total", "counter", "User + system CPU time of the process.");
+    w.sample("pagoda_process_cpu_seconds_total", model, ps.cpu_seconds);
+    gauge("pagoda_process_threads", "Threads of the process.", double(ps.threads));
+    gauge("pagoda_kv_cache_memory_bytes", "Bytes of the KV cache pool.", double(engine_.kv_cache_bytes()));
+    w.family("pagoda_compute_busy_seconds_total", "counter",
+             "Wall time the compute pool spent in forward passes (busy fraction = rate of this).");
+    w.sample("pagoda_compute_busy_seconds_total", model, st->total_time.forward_s);
+    if (cfg_.open_connections) gauge("pagoda_http_open_connections", "Open HTTP connections.", double(cfg_.open_connections()));
     return w.text();
 }
 

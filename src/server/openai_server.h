@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,7 @@ struct ServerConfig {
     std::string served_model_name;          // what /v1/models lists and requests may name
     std::vector<std::string> api_keys;      // empty: no authentication
     std::chrono::seconds stall_timeout{30};  // /health turns 503 when the loop is silent this long
+    std::function<int64_t()> open_connections;  // from the HTTP server, for /metrics
 };
 
 class OpenAiServer {
@@ -45,6 +47,7 @@ class OpenAiServer {
     http::Reply tokenize(const http::Request& req);
     http::Reply detokenize(const http::Request& req);
     http::Reply models() const;
+    http::Reply put_knobs(const http::Request& req);
     bool authorized(const http::Request& req) const;
     void record_finished(const engine::Event& last, const std::vector<double>& itl, bool error);
 
