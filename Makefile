@@ -34,7 +34,7 @@ bench: build
 # ASan + UBSan build of the unit tests.
 asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPAGODA_SANITIZE=ON -DPAGODA_BENCH=OFF
-	ninja -C build-asan -j$(JOBS)
+	ninja -C build-asan -j$(JOBS) $$(ninja -C build-asan -t targets all | grep '_test: CXX_EXECUTABLE_LINKER' | cut -d: -f1)
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS) -L 'unit|integration'
 
 # Short libFuzzer runs of the GGUF parser and the tokenizer (FUZZ_SECONDS each).

@@ -3,7 +3,9 @@
 // requests get 503, in-flight ones finish (up to --shutdown-timeout), then exit 0.
 #include <CLI/CLI.hpp>
 
+#include <condition_variable>
 #include <csignal>
+#include <mutex>
 #include <ctime>
 #include <thread>
 
@@ -35,8 +37,11 @@ struct ServeFlags {
 // Minimal warmup: run prompts and concurrent decodes through the engine so kernels,
 // packed weights, scratch buffers and per-batch-size matmul primitives exist, repeating
 // until the step time settles. Returns a description for the log.
-std::string warmup(engine::Engine& eng) {
+std::string warmup(engine::Engine& eng, model::Model& m) {
     const auto t0 = Clock::now();
+    const auto k = eng.knobs();
+    const int prepared = m.prepare_kernels(k.max_num_batched_tokens, k.max_num_seqs);
+    const double prep_s = std::chrono::duration<double>(Clock::now() - t0).count();
     const auto& v = eng.model().tokenizer().vocab();
     const int max_seqs = std::min(eng.knobs().max_num_seqs, 8);
     double last = 0.0;
@@ -68,9 +73,72 @@ std::string warmup(engine::Engine& eng) {
         }
         last = dt;
     }
-    return fmt::format("{} rounds of {} concurrent requests (8..{} prompt tokens, 4 new each), last round {:.3f} s, "
-                       "total {:.3f} s",
-                       rounds, max_seqs, 8 * max_seqs, last, std::chrono::duration<double>(Clock::now() - t0).count());
+    return fmt::format("matmul primitives for batch buckets up to {} tokens ({} matrix x bucket pairs, {:.2f} s), then {} "
+                       "rounds of {} concurrent requests (8..{} prompt tokens, 4 new each) until the round time settled "
+                       "(last {:.3f} s); total {:.2f} s",
+                       k.max_num_batched_tokens, prepared, prep_s, rounds, max_seqs, 8 * max_seqs, last,
+                       std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+// An in-process Responder for warmup requests: collects the answer, serialises pumps.
+class LocalResponder : public http::Responder {
+  public:
+    void send(http::Response r) override { done(std::move(r.body)); }
+    void start_stream(int, std::string, std::vector<std::pair<std::string, std::string>>) override {}
+    void write(std::string chunk) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        body_ += chunk;
+    }
+    void finish() override { done({}); }
+    void post(std::function<void()> fn) override {
+        std::lock_guard<std::mutex> lock(run_mu_);
+        fn();
+    }
+    void on_disconnect(std::function<void()>) override {}
+    bool disconnected() const override { return false; }
+    std::string wait() {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return done_; });
+        return body_;
+    }
+
+  private:
+    void done(std::string extra) {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            body_ += extra;
+            done_ = true;
+        }
+        cv_.notify_all();
+    }
+    std::mutex mu_, run_mu_;
+    std::condition_variable cv_;
+    std::string body_;
+    bool done_ = false;
+};
+
+// Sends real API requests through the handler (JSON, tokenizer, engine, SSE formatting)
+// so the first client request after ready finds every path warm.
+int warm_api(server::OpenAiServer& api) {
+    const char* bodies[][2] = {
+        {"/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0})"},
+        {"/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 4, "stream": true, "logprobs": 1})"},
+        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "stream": true})"},
+        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "n": 2})"},
+    };
+    int ok = 0;
+    for (auto& b : bodies) {
+        http::Request r;
+        r.method = "POST";
+        r.path = r.target = b[0];
+        r.body = b[1];
+        http::Reply rep = api.handle(r, /*warmup=*/true);
+        if (!rep.deferred) continue;
+        auto lr = std::make_shared<LocalResponder>();
+        rep.deferred(lr);
+        if (!lr->wait().empty()) ++ok;
+    }
+    return ok;
 }
 
 int run_serve(const ServeFlags& f) {
@@ -111,9 +179,11 @@ int run_serve(const ServeFlags& f) {
     if (!srv.ok()) return fail(srv.error());
     log_info("listening on http://{}:{} (model '{}', {} threads, simd {}); warming up", f.host, (*srv)->port(),
              sc.served_model_name, kernels::cpu::num_threads(), kernels::cpu::simd_target_name());
-    const std::string w = warmup(**eng);
+    const std::string w = warmup(**eng, **m);
+    const int api_ok = warm_api(api);
     api.set_ready(true);
-    log_info("ready after {:.2f} s: warmup {}", std::chrono::duration<double>(Clock::now() - t0).count(), w);
+    log_info("ready after {:.2f} s: warmup {}; {} of 4 in-process API requests (completions, chat, streamed)", 
+             std::chrono::duration<double>(Clock::now() - t0).count(), w, api_ok);
 
     // Serve until SIGTERM/SIGINT or POST /admin/drain, then drain.
     const char* why = "POST /admin/drain";

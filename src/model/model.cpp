@@ -91,6 +91,18 @@ Status Model::check_batch(const ForwardBatch& b, int block_size) const {
     return ok_status();
 }
 
+int Model::prepare_kernels(int max_tokens, int max_logits_rows) {
+    int n = 0;
+    auto prep = [&](const Linear& l, int m) {
+        if (l.dense) n += l.dense->prepare(m);
+    };
+    for (const LayerWeights& L : weights_.layers) {
+        for (const Linear* l : {&L.wq, &L.wk, &L.wv, &L.wo, &L.qkv, &L.gate_up, &L.w_gate, &L.w_up, &L.w_down}) prep(*l, max_tokens);
+    }
+    prep(weights_.output, max_logits_rows);
+    return n;
+}
+
 Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vector<float>& logits) {
     PAGODA_TRY(check_batch(b, kv.block_size()));
     const int T = b.num_tokens();

@@ -31,6 +31,11 @@ class Model {
     // batch.logits_rows into `logits` ([rows][vocab_size], resized here).
     Status forward(const ForwardBatch& batch, const kvcache::KvView& kv, std::vector<float>& logits);
 
+    // Warmup: creates the matmul primitives for every batch bucket up to max_tokens rows
+    // (logits rows up to max_logits_rows), so no request pays for their creation.
+    // Returns how many (matrix, bucket) pairs were prepared.
+    int prepare_kernels(int max_tokens, int max_logits_rows);
+
     const ModelConfig& config() const { return cfg_; }
     const Weights& weights() const { return weights_; }
     const Architecture& architecture() const { return *arch_; }

@@ -338,7 +338,7 @@ bool OpenAiServer::authorized(const http::Request& req) const {
     return false;
 }
 
-http::Reply OpenAiServer::handle(const http::Request& req) {
+http::Reply OpenAiServer::handle(const http::Request& req, bool warmup) {
     http::Reply r = [&]() -> http::Reply {
         const std::string& p = req.path;
         if (p == "/health") {
@@ -362,8 +362,8 @@ http::Reply OpenAiServer::handle(const http::Request& req) {
             return reply(error(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "authentication_error"));
         }
         if (p == "/v1/models" && req.method == "GET") return models();
-        if (p == "/v1/completions" && req.method == "POST") return completions(req, false);
-        if (p == "/v1/chat/completions" && req.method == "POST") return completions(req, true);
+        if (p == "/v1/completions" && req.method == "POST") return completions(req, false, warmup);
+        if (p == "/v1/chat/completions" && req.method == "POST") return completions(req, true, warmup);
         if (p == "/tokenize" && req.method == "POST") return tokenize(req);
         if (p == "/detokenize" && req.method == "POST") return detokenize(req);
         if (p == "/admin/drain" && req.method == "POST") {
@@ -485,10 +485,10 @@ http::Reply OpenAiServer::detokenize(const http::Request& req) {
     return reply(json_response(200, json{{"prompt", tokenizer::sanitize_utf8(engine_.model().tokenizer().decode(ids))}}));
 }
 
-http::Reply OpenAiServer::completions(const http::Request& req, bool chat) {
+http::Reply OpenAiServer::completions(const http::Request& req, bool chat, bool warmup) {
     auto bad = [](const std::string& msg, const std::string& param) { return reply(error(400, msg, "invalid_request_error", param)); };
     if (draining_) return reply(error(503, "the server is draining and accepts no new requests", "server_error"));
-    if (!ready_) return reply(error(503, "the server is warming up; retry shortly", "server_error"));
+    if (!ready_ && !warmup) return reply(error(503, "the server is warming up; retry shortly", "server_error"));
     http::Response err;
     auto body = parse_body(req, err);
     if (!body) return reply(err);

@@ -31,7 +31,8 @@ class OpenAiServer {
     OpenAiServer(engine::Engine& engine, ServerConfig cfg);
     ~OpenAiServer();
 
-    http::Reply handle(const http::Request& req);
+    // `warmup`: an in-process request sent before ready (bypasses the readiness check).
+    http::Reply handle(const http::Request& req, bool warmup = false);
 
     void set_ready(bool ready) { ready_.store(ready); }
     bool ready() const { return ready_.load() && !draining_.load(); }
@@ -43,7 +44,7 @@ class OpenAiServer {
 
   private:
     struct Call;  // one HTTP generation request in flight
-    http::Reply completions(const http::Request& req, bool chat);
+    http::Reply completions(const http::Request& req, bool chat, bool warmup);
     http::Reply tokenize(const http::Request& req);
     http::Reply detokenize(const http::Request& req);
     http::Reply models() const;

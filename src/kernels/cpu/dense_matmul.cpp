@@ -2,6 +2,7 @@
 // call into it is wrapped here, so nothing escapes to the data path.
 #include <dnnl.hpp>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -19,7 +20,29 @@ dnnl::engine& engine() {
     static dnnl::engine e(dnnl::engine::kind::cpu, 0);
     return e;
 }
+
+// Primitives are shared by every matrix of the same shape and type (they do not hold the
+// weights): one per (n, k, type, batch bucket).
+struct PrimKey {
+    int64_t n, k;
+    int type, m;
+    auto operator<=>(const PrimKey&) const = default;
+};
+std::mutex g_prims_mu;
+std::map<PrimKey, dnnl::matmul>& g_prims() {
+    static std::map<PrimKey, dnnl::matmul> m;
+    return m;
+}
 }  // namespace
+
+int DenseMatmul::bucket(int m) {
+    if (m <= 64) {
+        int b = 1;
+        while (b < m) b *= 2;
+        return b;
+    }
+    return (m + 63) / 64 * 64;
+}
 
 struct DenseMatmul::Impl {
     int64_t n = 0, k = 0;
@@ -27,9 +50,6 @@ struct DenseMatmul::Impl {
     dnnl::memory::desc packed_desc;
     HugeBuffer packed_buf;  // owns the packed weights (huge pages)
     dnnl::memory packed;
-    mutable std::mutex mu;
-    mutable std::map<int, dnnl::matmul> prims;  // by batch size; guarded by mu
-
     dnnl::matmul::primitive_desc make_pd(int m, bool any_weights) const {
         using dt = dnnl::memory::data_type;
         using tag = dnnl::memory::format_tag;
@@ -39,13 +59,15 @@ struct DenseMatmul::Impl {
         return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), engine());
     }
 
+    // The primitive for batch bucket `m` (created on first use; map nodes are stable).
     const dnnl::matmul& prim(int m) const {
-        std::lock_guard<std::mutex> lock(mu);
-        auto it = prims.find(m);
-        if (it != prims.end()) return it->second;
+        const PrimKey key{n, k, int(wtype), m};
+        std::lock_guard<std::mutex> lock(g_prims_mu);
+        auto it = g_prims().find(key);
+        if (it != g_prims().end()) return it->second;
         auto pd = make_pd(m, false);
         PAGODA_CHECK(pd.weights_desc() == packed_desc) << "oneDNN packed layout differs for batch " << m;
-        return prims.emplace(m, dnnl::matmul(pd)).first->second;
+        return g_prims().emplace(key, dnnl::matmul(pd)).first->second;
     }
 };
 
@@ -97,31 +119,62 @@ Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
         dnnl::stream s(engine());
         dnnl::reorder(user, im.packed).execute(s, user, im.packed);
         s.wait();
-        im.prims.emplace(1, dnnl::matmul(pd));
+        im.prim(1);
     } catch (const dnnl::error& e) {
         return make_error(ErrorCode::kInternal, "oneDNN matmul setup failed ({}x{}): {}", w.rows, w.cols, e.what());
     }
     return mm;
 }
 
+int DenseMatmul::prepare(int max_m) const {
+    int made = 0;
+    try {
+        for (int m = 1; m <= bucket(max_m); m = bucket(m + 1)) {
+            impl_->prim(m);
+            ++made;
+        }
+    } catch (const dnnl::error& e) {
+        PAGODA_CHECK(false) << "oneDNN primitive creation failed: " << e.what();
+    }
+    return made;
+}
+
 void DenseMatmul::run(const float* x, int m, float* y) const {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     const Impl& im = *impl_;
+    // Batches run in buckets (padded with zero rows) so a bounded set of primitives,
+    // created at warmup, serves every batch size; rows never mix, so a row's result
+    // does not depend on the batch.
+    const int mb = bucket(m);
+    thread_local std::vector<float> xpad, ypad;
+    thread_local std::vector<uint16_t> xb;
     try {
-        const dnnl::matmul& p = im.prim(m);
-        std::vector<uint16_t> xb;
+        const dnnl::matmul& p = im.prim(mb);
+        const size_t in = size_t(m) * size_t(im.k), in_pad = size_t(mb) * size_t(im.k);
         void* src = const_cast<float*>(x);
         if (im.wtype == dt::bf16) {  // oneDNN 2.6 has no f32 x bf16: convert activations
-            xb.resize(size_t(m) * size_t(im.k));
-            for (size_t i = 0; i < xb.size(); ++i) xb[i] = float_to_bf16(x[i]);
+            xb.resize(in_pad);
+            for (size_t i = 0; i < in; ++i) xb[i] = float_to_bf16(x[i]);
+            std::fill(xb.begin() + ptrdiff_t(in), xb.end(), uint16_t(0));
             src = xb.data();
+        } else if (mb != m) {
+            xpad.resize(in_pad);
+            std::copy(x, x + in, xpad.begin());
+            std::fill(xpad.begin() + ptrdiff_t(in), xpad.end(), 0.0f);
+            src = xpad.data();
         }
-        dnnl::memory src_m({{m, im.k}, im.wtype, tag::ab}, engine(), src);
-        dnnl::memory dst_m({{m, im.n}, dt::f32, tag::ab}, engine(), y);
+        float* dst = y;
+        if (mb != m) {
+            ypad.resize(size_t(mb) * size_t(im.n));
+            dst = ypad.data();
+        }
+        dnnl::memory src_m({{mb, im.k}, im.wtype, tag::ab}, engine(), src);
+        dnnl::memory dst_m({{mb, im.n}, dt::f32, tag::ab}, engine(), dst);
         dnnl::stream s(engine());
         p.execute(s, {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, im.packed}, {DNNL_ARG_DST, dst_m}});
         s.wait();
+        if (mb != m) std::copy(ypad.begin(), ypad.begin() + ptrdiff_t(size_t(m) * size_t(im.n)), y);
     } catch (const dnnl::error& e) {
         PAGODA_CHECK(false) << "oneDNN matmul failed: " << e.what();  // shapes were validated at load
     }

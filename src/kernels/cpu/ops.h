@@ -74,6 +74,11 @@ class DenseMatmul {
     static Result<std::unique_ptr<DenseMatmul>> create(const WeightView& w);
     ~DenseMatmul();
     void run(const float* x, int m, float* y) const;
+    // Creates the primitives for every batch bucket up to max_m (warmup); returns how many
+    // buckets that is. Primitives are shared between matrices of one shape and type.
+    int prepare(int max_m) const;
+    // Batch sizes run padded to a bucket: powers of two up to 64, then multiples of 64.
+    static int bucket(int m);
     int64_t rows() const;
     int64_t cols() const;
     size_t packed_bytes() const;
