@@ -139,6 +139,7 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
     OpenAiServer* srv = nullptr;
     std::shared_ptr<http::Responder> resp;
     bool chat = false, stream = false, include_usage = false, chat_logprobs = false;
+    bool warmup = false;  // in-process warmup traffic: not counted in metrics
     int n = 1, logprobs = -1;
     std::string id, model;
     int64_t created = 0;
@@ -247,7 +248,7 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
             usage.completion_tokens += ev.usage.completion_tokens;
             usage.cached_tokens += ev.usage.cached_tokens;
             const bool failed = ev.finish && (*ev.finish == engine::FinishReason::kError);
-            srv->record_finished(ev, itl[s], failed);
+            if (!warmup) srv->record_finished(ev, itl[s], failed);
         }
     }
 
@@ -264,7 +265,7 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
         for (auto& s : streams) s->set_notify({});  // releases the notifiers' hold on this call
         --srv->in_flight_;
         const bool failed = error_reason != engine::FinishReason::kStop && usage.completion_tokens == 0;
-        if (stream || !failed) ++srv->http_by_status_[2];
+        if ((stream || !failed) && !warmup) ++srv->http_by_status_[2];
         if (stream) {
             if (failed) {
                 send_chunk(json{{"error", {{"message", error_message.empty() ? "the request failed" : error_message},
@@ -649,6 +650,7 @@ http::Reply OpenAiServer::completions(const http::Request& req, bool chat, bool 
     auto call = std::make_shared<Call>();
     call->srv = this;
     call->chat = chat;
+    call->warmup = warmup;
     call->stream = stream;
     call->include_usage = include_usage;
     call->chat_logprobs = chat_logprobs;
