@@ -128,6 +128,7 @@ struct Engine::Req {
     std::vector<Choice> choices;
     RequestTimings t;
     Usage usage;
+    std::vector<int32_t> ends;  // tokens masked before min_tokens: EOS/EOT (unless ignore_eos) and stop_token_ids
     int remaining = 0;
     bool forked = false;
     bool released = false;
@@ -335,6 +336,8 @@ void Engine::apply_intake() {
         r->t.arrival = *r->req.arrival;
         r->usage.prompt_tokens = int64_t(r->req.prompt_ids.size());
         const SamplingParams& sp = r->req.sampling;
+        if (!sp.ignore_eos) r->ends = end_tokens_;
+        r->ends.insert(r->ends.end(), sp.stop_token_ids.begin(), sp.stop_token_ids.end());
         r->choices.resize(size_t(sp.n));
         r->remaining = sp.n;
         for (int i = 0; i < sp.n; ++i) {
@@ -585,9 +588,7 @@ void Engine::step() {
         const int ci = it->second.second;
         const scheduler::Sequence* s = sched_->get(x.id);
         std::span<const int32_t> prompt(s->tokens.data(), size_t(s->num_prompt_tokens));
-        std::vector<int32_t> ends = end_tokens_;
-        ends.insert(ends.end(), r.req.sampling.stop_token_ids.begin(), r.req.sampling.stop_token_ids.end());
-        if (r.req.sampling.ignore_eos) ends.assign(r.req.sampling.stop_token_ids.begin(), r.req.sampling.stop_token_ids.end());
+        const std::vector<int32_t>& ends = r.ends;
         if (ci == 0 && !r.forked && r.choices.size() > 1) {
             // The prompt is computed: the other samples share its blocks from here on.
             r.forked = true;
