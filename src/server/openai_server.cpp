@@ -196,6 +196,12 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
 
     void pump() {
         if (complete) return;
+        const auto t0 = Clock::now();
+        struct Observe {
+            metrics::Histogram& h;
+            Clock::time_point t0;
+            ~Observe() { h.observe(std::chrono::duration<double>(Clock::now() - t0).count()); }
+        } observe{srv->output_, t0};
         for (size_t s = 0; s < streams.size(); ++s) {
             while (auto ev = streams[s]->try_next()) on_event(s, *ev);
         }
@@ -324,7 +330,8 @@ OpenAiServer::OpenAiServer(engine::Engine& engine, ServerConfig cfg)
       prefill_(latency_buckets()),
       decode_(latency_buckets()),
       prompt_tokens_(token_buckets()),
-      gen_tokens_(token_buckets()) {}
+      gen_tokens_(token_buckets()),
+      output_({1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01}) {}
 
 OpenAiServer::~OpenAiServer() = default;
 
@@ -807,6 +814,9 @@ std::string OpenAiServer::metrics_text() const {
         w.family(name, "histogram", "Engine step stage duration (see docs/metrics.md).");
         w.histogram(name, model, *h);
     }
+    w.family("pagoda_http_output_seconds", "histogram",
+             "I/O-thread time turning a batch of engine events into JSON or SSE chunks and queueing them.");
+    w.histogram("pagoda_http_output_seconds", model, output_);
     // Resource layer.
     const ProcessStats ps = read_process_stats();
     gauge("pagoda_process_resident_memory_bytes", "Resident set size of the process.", double(ps.rss_bytes));

@@ -60,6 +60,7 @@ class OpenAiServer {
 
     // Request-level metrics (observed when a request ends).
     metrics::Histogram ttft_, itl_, e2e_, queue_, prefill_, decode_, prompt_tokens_, gen_tokens_;
+    metrics::Histogram output_;  // I/O-thread time turning engine events into JSON/SSE, per pump
     std::atomic<int64_t> http_by_status_[6] = {};  // 2xx..5xx by first digit, index 0 unused
     std::atomic<int64_t> finished_[6] = {};        // by engine FinishReason
     std::atomic<int64_t> prompt_total_{0}, gen_total_{0};
