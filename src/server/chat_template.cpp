@@ -2,6 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <mutex>
+
+#include "base/log.h"
+#include "server/jinja.h"
+
 namespace pagoda::server {
 
 namespace {
@@ -49,10 +55,64 @@ Result<std::vector<Message>> parse_messages(const nlohmann::json& messages) {
     return out;
 }
 
+
+// The model's template, parsed once per template text (nullptr when outside the subset).
+std::shared_ptr<const jinja::Template> compiled(const std::string& text) {
+    static std::mutex mu;
+    static std::map<std::string, std::shared_ptr<const jinja::Template>> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(text);
+    if (it != cache.end()) return it->second;
+    auto t = jinja::Template::parse(text);
+    std::shared_ptr<const jinja::Template> p;
+    if (t.ok()) {
+        p = std::make_shared<const jinja::Template>(std::move(t).value());
+    } else {
+        log_warn("the model's chat template is outside the supported Jinja subset ({}); using the built-in renderer "
+                 "of its family",
+                 t.error().message);
+    }
+    cache.emplace(text, p);
+    return p;
+}
+
+std::string token_text(const tokenizer::Vocab& v, tokenizer::TokenId id) {
+    return id >= 0 && size_t(id) < v.tokens.size() ? v.tokens[size_t(id)] : std::string();
+}
+
+Result<RenderedChat> render_builtin(const std::vector<Message>& msgs, const tokenizer::Vocab& vocab,
+                                    bool add_generation_prompt);
+
 }  // namespace
 
 Result<RenderedChat> render_chat(const nlohmann::json& messages, const tokenizer::Vocab& vocab, bool add_generation_prompt) {
     PAGODA_ASSIGN_OR_RETURN(std::vector<Message> msgs, parse_messages(messages));
+    const std::string& t = vocab.chat_template;
+    if (!t.empty()) {
+        if (auto tmpl = compiled(t)) {
+            nlohmann::json ms = nlohmann::json::array();
+            for (const auto& m : msgs) ms.push_back({{"role", m.role}, {"content", m.content}});
+            const nlohmann::json ctx = {{"messages", ms},
+                                        {"bos_token", token_text(vocab, vocab.bos)},
+                                        {"eos_token", token_text(vocab, vocab.eos)},
+                                        {"add_generation_prompt", add_generation_prompt}};
+            auto text = tmpl->render(ctx);
+            if (!text.ok()) return text.error();
+            RenderedChat r;
+            r.text = std::move(text).value();
+            r.family = "jinja";
+            return r;
+        }
+    }
+    return render_builtin(msgs, vocab, add_generation_prompt);
+}
+
+namespace {
+
+// Built-in equivalents by template family, for templates outside the Jinja subset, and
+// the documented default for models without a template.
+Result<RenderedChat> render_builtin(const std::vector<Message>& msgs, const tokenizer::Vocab& vocab,
+                                    bool add_generation_prompt) {
     const std::string& t = vocab.chat_template;
     RenderedChat r;
     std::string& s = r.text;
@@ -114,5 +174,7 @@ Result<RenderedChat> render_chat(const nlohmann::json& messages, const tokenizer
     }
     return r;
 }
+
+}  // namespace
 
 }  // namespace pagoda::server

@@ -1,8 +1,10 @@
 #pragma once
-// Chat prompts from OpenAI `messages`. Until the in-house Jinja subset lands, the model's
-// tokenizer.chat_template is recognised by family (ChatML/Qwen, Llama 3, Llama 2/Mistral
-// [INST], Phi-3, Gemma) and rendered by a built-in equivalent; a model without a template
-// gets the documented default ("System: ...\nUser: ...\nAssistant: ...\nAssistant:").
+// Chat prompts from OpenAI `messages`: the model's tokenizer.chat_template rendered by the
+// in-house Jinja subset (server/jinja.h) with messages, bos_token, eos_token and
+// add_generation_prompt. A template outside the subset falls back (with a warning) to a
+// built-in equivalent recognised by family (ChatML/Qwen, Llama 3, Llama 2/Mistral [INST],
+// Phi-3, Gemma); a model without a template gets the documented default
+// ("System: ...\nUser: ...\nAssistant: ...\nAssistant:", BOS added by the tokenizer).
 
 #include <nlohmann/json.hpp>
 
@@ -16,7 +18,7 @@ namespace pagoda::server {
 struct RenderedChat {
     std::string text;
     bool add_bos = false;  // the tokenizer should add BOS (the template text does not hold it)
-    std::string family;    // chatml, llama3, llama2, mistral, phi3, gemma, default
+    std::string family;    // jinja, or the built-in: chatml, llama3, llama2, mistral, phi3, gemma, default
 };
 
 // Validates the messages (role and content types; content as a string or a list of

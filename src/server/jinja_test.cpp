@@ -1,0 +1,122 @@
+// The Jinja subset against goldens rendered by the reference engine (Python jinja2 with
+// Hugging Face's settings; scripts/gen-chat-template-goldens.py) for the Llama 3,
+// Qwen2/ChatML, Mistral, Phi-3 (from the phi-3 vocab GGUF), Gemma and Llama 2 templates
+// and two templates that exercise whitespace control and the rest of the subset.
+#include "server/jinja.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "model/model.h"
+#include "server/chat_template.h"
+
+namespace pagoda::server::jinja {
+
+using json = nlohmann::json;
+const std::filesystem::path kDir = std::filesystem::path(PAGODA_SOURCE_DIR) / "testdata" / "chat-templates";
+
+std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+namespace {
+
+TEST(Jinja, GoldenRenderings) {
+    const json sets = json::parse(slurp(kDir / "messages.json"));
+    int checked = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(kDir)) {
+        if (entry.path().extension() != ".jinja") continue;
+        const std::string name = entry.path().stem().string();
+        auto t = Template::parse(slurp(entry.path()));
+        ASSERT_TRUE(t.ok()) << name << ": " << t.error().message;
+        for (const auto& [set, messages] : sets.items()) {
+            const json ctx = {{"messages", messages}, {"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_generation_prompt", true}};
+            const auto out = kDir / (name + "." + set + ".out");
+            const auto err = kDir / (name + "." + set + ".err");
+            auto r = t->render(ctx);
+            if (std::filesystem::exists(out)) {
+                ASSERT_TRUE(r.ok()) << name << "/" << set << ": " << r.error().message;
+                EXPECT_EQ(*r, slurp(out)) << name << "/" << set;
+            } else {
+                ASSERT_TRUE(std::filesystem::exists(err)) << name << "/" << set << " has no golden";
+                ASSERT_FALSE(r.ok()) << name << "/" << set << " should raise";
+                std::string want = slurp(err);
+                want.pop_back();
+                EXPECT_NE(r.error().message.find(want), std::string::npos) << r.error().message;
+            }
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 16);  // 8 templates x 2 message sets
+}
+
+TEST(Jinja, ErrorsNameTheLine) {
+    auto t = Template::parse("line one\n{% for x in xs %}\n{{ x }}\n");
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.error().message.find("line 2: 'for' without 'endfor'"), std::string::npos) << t.error().message;
+    auto u = Template::parse("{% macro m() %}{% endmacro %}");
+    ASSERT_FALSE(u.ok());
+    EXPECT_NE(u.error().message.find("unsupported statement 'macro'"), std::string::npos);
+    auto v = Template::parse("{{ 1 + }}");
+    ASSERT_FALSE(v.ok());
+    auto w = Template::parse("{{ x | frobnicate }}");
+    ASSERT_TRUE(w.ok());
+    auto r = w->render(json{{"x", 1}});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("unknown filter 'frobnicate'"), std::string::npos);
+}
+
+TEST(Jinja, Expressions) {
+    auto t = Template::parse(
+        "{{ 7 // 2 }} {{ 7 % 3 }} {{ 'a' ~ 1 }} {{ [1, 2, 3][-1] }} {{ {'k': 'v'}['k'] }} {{ 'x' if none else 'y' }} "
+        "{{ 'ab' in 'cab' }} {{ 3 not in [1, 2] }} {{ undefined_var is defined }} {{ (1, 2) if false else 'z' }}");
+    ASSERT_FALSE(t.ok());  // tuples are not in the subset: a clear error, not a crash
+    auto u = Template::parse(
+        "{{ 7 // 2 }} {{ 7 % 3 }} {{ 'a' ~ 1 }} {{ [1, 2, 3][-1] }} {{ {'k': 'v'}['k'] }} {{ 'x' if none else 'y' }} "
+        "{{ 'ab' in 'cab' }} {{ 3 not in [1, 2] }} {{ undefined_var is defined }} {{ d.get('a', 5) }} {{ s.title() }}");
+    ASSERT_TRUE(u.ok()) << u.error().message;
+    auto r = u->render(json{{"d", json::object()}, {"s", "hello world"}});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(*r, "3 1 a1 3 v y True True False 5 Hello World");
+}
+
+}  // namespace
+}  // namespace pagoda::server::jinja
+
+
+namespace pagoda::server {
+namespace {
+
+TEST(ChatTemplate, ModelTemplateFromGgufRendersWithJinja) {
+    auto g = model::open_gguf(std::string(PAGODA_SOURCE_DIR) + "/testdata/tokenizer-vectors/ggml-vocab-phi-3.gguf");
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    auto tok = tokenizer::Tokenizer::from_gguf(*g->gguf);
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const auto msgs = nlohmann::json::parse(jinja::slurp(jinja::kDir / "messages.json"))["plain"];
+    auto r = render_chat(msgs, tok->vocab(), true);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->family, "jinja");
+    EXPECT_FALSE(r->add_bos);  // the template writes bos_token itself
+    EXPECT_EQ(r->text, jinja::slurp(jinja::kDir / "phi3.plain.out"));
+}
+
+TEST(ChatTemplate, DefaultWithoutTemplateAndBadMessages) {
+    tokenizer::Vocab v;
+    auto r = render_chat(nlohmann::json::parse(R"([{"role": "user", "content": "Hi"}])"), v, true);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->family, "default");
+    EXPECT_EQ(r->text, "User: Hi\nAssistant:");
+    EXPECT_TRUE(r->add_bos);
+    auto bad = render_chat(nlohmann::json::parse(R"([{"role": "user", "content": 5}])"), v, true);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("messages[0].content"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pagoda::server
