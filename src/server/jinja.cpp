@@ -376,7 +376,15 @@ class ExprParser {
     }
 
   private:
+    struct Depth {  // bounds recursion on hostile input (templates come from model files)
+        ExprParser& p;
+        explicit Depth(ExprParser& q) : p(q) {
+            if (++p.depth_ > 64) fail(p.line_, "expression nested too deeply (limit 64)");
+        }
+        ~Depth() { --p.depth_; }
+    };
     Expr ternary() {
+        Depth d(*this);
         Expr a = or_();
         if (is_name("if")) {
             ++p_;
@@ -415,6 +423,7 @@ class ExprParser {
         return a;
     }
     Expr not_() {
+        Depth d(*this);
         if (is_name("not")) {
             ++p_;
             Expr a = not_();
@@ -506,6 +515,7 @@ class ExprParser {
         return a;
     }
     Expr unary() {
+        Depth d(*this);
         if (is_op("-")) {
             ++p_;
             Expr a = unary();
@@ -687,6 +697,7 @@ class ExprParser {
                         if (args.size() == 1) e = args[0](s).get<int64_t>();
                         else if (args.size() >= 2) b = args[0](s).get<int64_t>(), e = args[1](s).get<int64_t>();
                         else fail(line, "range() needs 1 or 2 arguments");
+                        if (e - b > 100000) fail(line, "range() of more than 100000 numbers");
                         json out = json::array();
                         for (int64_t i = b; i < e; ++i) out.push_back(i);
                         return out;
@@ -705,6 +716,7 @@ class ExprParser {
     std::vector<Tok> t_;
     size_t p_ = 0;
     int line_;
+    int depth_ = 0;
 };
 
 }  // namespace
@@ -809,8 +821,9 @@ Expr compile(const std::string& s, int line) { return ExprParser(lex_expr(s, lin
 
 // Parses pieces[pos..] until one of `stops` (a statement keyword); returns the stop found.
 std::string parse_body(const std::vector<Piece>& pieces, size_t& pos, std::vector<Template::Node>& out,
-                       const std::vector<std::string>& stops) {
+                       const std::vector<std::string>& stops, int depth = 0) {
     using Node = Template::Node;
+    if (depth > 64) fail(pos < pieces.size() ? pieces[pos].line : 0, "statements nested too deeply (limit 64)");
     while (pos < pieces.size()) {
         const Piece& p = pieces[pos];
         if (p.kind == Piece::kText) {
@@ -844,7 +857,7 @@ std::string parse_body(const std::vector<Piece>& pieces, size_t& pos, std::vecto
             Expr cond = compile(rest, p.line);
             for (;;) {
                 std::vector<Node> body;
-                const std::string stop = parse_body(pieces, pos, body, {"elif", "else", "endif"});
+                const std::string stop = parse_body(pieces, pos, body, {"elif", "else", "endif"}, depth + 1);
                 if (stop.empty()) fail(p.line, "'if' without 'endif'");
                 n.branches.emplace_back(cond, std::move(body));
                 const Piece& sp = pieces[pos];
@@ -852,7 +865,7 @@ std::string parse_body(const std::vector<Piece>& pieces, size_t& pos, std::vecto
                 if (stop == "endif") break;
                 if (stop == "else") {
                     std::vector<Node> eb;
-                    if (parse_body(pieces, pos, eb, {"endif"}).empty()) fail(p.line, "'if' without 'endif'");
+                    if (parse_body(pieces, pos, eb, {"endif"}, depth + 1).empty()) fail(p.line, "'if' without 'endif'");
                     ++pos;
                     n.branches.emplace_back(Expr{}, std::move(eb));
                     break;
@@ -877,11 +890,11 @@ std::string parse_body(const std::vector<Piece>& pieces, size_t& pos, std::vecto
             std::string iter = trim(rest.substr(in + 4));
             if (iter.size() > 10 && iter.find(" recursive") == iter.size() - 10) fail(p.line, "recursive loops are not supported");
             n.expr = compile(iter, p.line);
-            const std::string stop = parse_body(pieces, pos, n.body, {"else", "endfor"});
+            const std::string stop = parse_body(pieces, pos, n.body, {"else", "endfor"}, depth + 1);
             if (stop.empty()) fail(p.line, "'for' without 'endfor'");
             ++pos;
             if (stop == "else") {
-                if (parse_body(pieces, pos, n.else_body, {"endfor"}).empty()) fail(p.line, "'for' without 'endfor'");
+                if (parse_body(pieces, pos, n.else_body, {"endfor"}, depth + 1).empty()) fail(p.line, "'for' without 'endfor'");
                 ++pos;
             }
             out.push_back(std::move(n));
@@ -909,6 +922,7 @@ std::string parse_body(const std::vector<Piece>& pieces, size_t& pos, std::vecto
 void run(const std::vector<Template::Node>& nodes, Scope& s, std::string& out) {
     using Node = Template::Node;
     for (const Node& n : nodes) {
+        if (out.size() > (4u << 20)) fail(n.line, "the rendered prompt is larger than 4 MiB");
         switch (n.kind) {
             case Node::kText: out += n.text; break;
             case Node::kOutput: out += to_str(n.expr(s)); break;
