@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <stdexcept>
@@ -79,6 +81,7 @@ std::string to_str(const json& v) {
 
 struct Scope {
     std::vector<std::map<std::string, json>> frames;
+    int64_t iterations = 0;  // loop iterations so far (bounded per render)
     json* find(const std::string& name) {
         for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
             auto f = it->find(name);
@@ -122,7 +125,11 @@ std::vector<Tok> lex_expr(const std::string& s, int line) {
                 ++j;
             }
             const std::string t = s.substr(i, j - i);
-            out.push_back({Tok::kNum, t, real ? json(std::stod(t)) : json(std::stoll(t))});
+            errno = 0;
+            char* end = nullptr;
+            const json v = real ? json(std::strtod(t.c_str(), &end)) : json(int64_t(std::strtoll(t.c_str(), &end, 10)));
+            if (errno == ERANGE) fail(line, fmt::format("number {} is out of range", t));
+            out.push_back({Tok::kNum, t, v});
             i = j;
         } else if (c == '\'' || c == '"') {
             std::string v;
@@ -962,6 +969,7 @@ void run(const std::vector<Template::Node>& nodes, Scope& s, std::string& out) {
                 }
                 const size_t len = items.size();
                 for (size_t i = 0; i < len; ++i) {
+                    if (++s.iterations > 1000000) fail(n.line, "more than 1000000 loop iterations");
                     s.frames.emplace_back();
                     auto& f = s.frames.back();
                     if (n.vars.size() == 1) {
@@ -1008,7 +1016,7 @@ Result<Template> Template::parse(const std::string& source_in) {
         return t;
     } catch (const JinjaError& e) {
         return make_error(ErrorCode::kInvalidArgument, "{}", e.what());
-    } catch (const json::exception& e) {
+    } catch (const std::exception& e) {  // json::exception and anything else: a template error
         return make_error(ErrorCode::kInvalidArgument, "chat template: {}", e.what());
     }
 }
@@ -1025,7 +1033,7 @@ Result<std::string> Template::render(const json& context) const {
         return out;
     } catch (const JinjaError& e) {
         return make_error(ErrorCode::kInvalidArgument, "{}", e.what());
-    } catch (const json::exception& e) {
+    } catch (const std::exception& e) {
         return make_error(ErrorCode::kInvalidArgument, "chat template: {}", e.what());
     }
 }
