@@ -204,6 +204,18 @@ RC_GTEST_PROP(SchedulerProperty, BudgetsConservationExactlyOnce, ()) {
     std::map<SeqId, int> max_new;      // accepted requests
     std::map<SeqId, int> generated;
     SeqId next = 1;
+    // As the engine after a forward: each sampled sequence ends at its length or gets a token.
+    auto sampled = [&](const BatchPlan& p, int32_t token) {
+        for (const auto& x : p.seqs) {
+            if (!x.sample) continue;
+            if (++generated[x.id] >= max_new[x.id]) {
+                s.finish(x.id);
+                ++ended[x.id];
+            } else {
+                s.append_token(x.id, token);
+            }
+        }
+    };
     const int steps = *rc::gen::inRange(1, 120);
     for (int t = 0; t < steps; ++t) {
         const int arrivals = *rc::gen::inRange(0, 3);
@@ -247,15 +259,7 @@ RC_GTEST_PROP(SchedulerProperty, BudgetsConservationExactlyOnce, ()) {
         RC_ASSERT(sum == p.num_batched_tokens);
         for (SeqId id : p.timed_out) ++ended[id];
         s.on_step_done(p);
-        for (const auto& x : p.seqs) {
-            if (!x.sample) continue;
-            if (++generated[x.id] >= max_new[x.id]) {
-                s.finish(x.id);
-                ++ended[x.id];
-            } else {
-                s.append_token(x.id, *rc::gen::inRange(0, 3));
-            }
-        }
+        sampled(p, *rc::gen::inRange(0, 3));
         const auto st = bm.stats();
         RC_ASSERT(st.free + st.used + st.cached == num_blocks);
         RC_ASSERT(bm.consistent());
@@ -264,15 +268,7 @@ RC_GTEST_PROP(SchedulerProperty, BudgetsConservationExactlyOnce, ()) {
     for (int t = 0; t < 100000 && (!s.running().empty() || !s.waiting().empty()); ++t) {
         BatchPlan p = s.schedule(Clock::now());
         s.on_step_done(p);
-        for (const auto& x : p.seqs) {
-            if (!x.sample) continue;
-            if (++generated[x.id] >= max_new[x.id]) {
-                s.finish(x.id);
-                ++ended[x.id];
-            } else {
-                s.append_token(x.id, 1);
-            }
-        }
+        sampled(p, 1);
     }
     RC_ASSERT(s.running().empty());
     RC_ASSERT(s.waiting().empty());
