@@ -14,5 +14,6 @@ void add_generate(CLI::App& app, std::function<int()>& action);
 void add_tokenize(CLI::App& app, std::function<int()>& action);
 void add_model(CLI::App& app, std::function<int()>& action);
 void add_serve(CLI::App& app, std::function<int()>& action);
+void add_bench(CLI::App& app, std::function<int()>& action);
 
 }  // namespace pagoda::app

@@ -1,0 +1,544 @@
+// `pagoda bench`: load scenarios against any OpenAI-compatible endpoint, acceptance verdicts,
+// a SQLite performance-baseline store, canary comparison of two endpoints, and capacity
+// sweeps. Exit status: 0 pass (or no criteria), 1 fail or regression, 2 bad input or an
+// unreachable server.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <random>
+
+#include "apps/cli_common.h"
+#include "apps/commands.h"
+#include "bench/baseline.h"
+#include "bench/output.h"
+#include "bench/runner.h"
+#include "bench/scenario.h"
+#include "bench/stats.h"
+#include "bench/workload.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda::app {
+namespace {
+
+using json = nlohmann::json;
+using namespace pagoda::bench;
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_bench_signal(int) { g_interrupted = true; }
+
+struct BenchFlags {
+    std::string url = "http://127.0.0.1:8000";
+    std::string api_key, model, scenario_file, preset_name, endpoint;
+    double rate = 0;
+    int concurrency = 0;
+    std::string process = "poisson";
+    double burstiness = 1;
+    std::string duration, warmup, cooldown;
+    int64_t requests = 0;
+    int64_t input_len = 0, output_len = 0;
+    double scale = 1;
+    int64_t seed = -1;
+    std::vector<std::string> criteria;
+    std::string tokenizer;
+    std::string json_out, html_out;
+    std::string db;
+    bool no_record = false;
+    std::string save_baseline, compare;
+    int repeat = 1;
+    double tolerance = 0.05;
+    std::vector<std::string> compare_endpoints;
+    bool no_progress = false;
+    // history
+    int history_limit = 20;
+    // sweep
+    std::vector<double> rates;
+    double min_goodput = 0.9;
+};
+
+int bad(const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.message.c_str());
+    return 2;
+}
+
+Result<Scenario> build_scenario(const BenchFlags& f) {
+    Scenario s;
+    const bool quick = f.rate > 0 || f.concurrency > 0;
+    if (int(!f.scenario_file.empty()) + int(!f.preset_name.empty()) + int(quick) != 1) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "say what load to send: one of --scenario FILE, --preset NAME, or --rate R / --concurrency C "
+                          "(presets: 1k, 4k, 32k, 50rps, 200rps, 500rps, mix-70-30, burst)");
+    }
+    if (!f.scenario_file.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(s, load_scenario_file(f.scenario_file));
+    } else if (!f.preset_name.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(s, preset(f.preset_name));
+    } else {
+        if (f.rate > 0 && f.concurrency > 0) {
+            return make_error(ErrorCode::kInvalidArgument, "--rate (open loop) and --concurrency (closed loop) exclude each other");
+        }
+        s.name = f.rate > 0 ? fmt::format("rate-{}", f.rate) : fmt::format("concurrency-{}", f.concurrency);
+        if (f.rate > 0) {
+            Phase p;
+            p.rate = f.rate;
+            p.burstiness = f.burstiness;
+            p.process = f.process == "constant" ? Phase::Process::kConstant
+                        : f.process == "gamma"  ? Phase::Process::kGamma
+                                                : Phase::Process::kPoisson;
+            s.arrival.phases = {p};
+        } else {
+            s.arrival.kind = Arrival::Kind::kClosed;
+            s.arrival.concurrency = f.concurrency;
+        }
+        RequestClass c;
+        c.input.value = double(f.input_len > 0 ? f.input_len : 128);
+        c.output.value = double(f.output_len > 0 ? f.output_len : 128);
+        s.classes = {c};
+        if (f.duration.empty() && f.requests <= 0) s.requests = 100;
+    }
+    if (f.scale != 1) s.scale(f.scale);
+    if (!f.duration.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(double d, parse_duration(f.duration));
+        if (!(d > 0)) return make_error(ErrorCode::kInvalidArgument, "--duration must be > 0");
+        s.set_duration(d);
+    }
+    if (f.requests > 0) s.requests = f.requests;
+    if (!f.warmup.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(s.warmup_s, parse_duration(f.warmup));
+    }
+    if (!f.cooldown.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(s.cooldown_s, parse_duration(f.cooldown));
+    }
+    if (f.seed >= 0) s.seed = uint64_t(f.seed);
+    if (!f.endpoint.empty()) s.endpoint = f.endpoint;
+    if (!f.model.empty()) s.model = f.model;
+    if (!quick) {
+        if (f.input_len > 0 || f.output_len > 0) {
+            for (auto& c : s.classes) {
+                if (f.input_len > 0) {
+                    c.input = LengthDist{};
+                    c.input.value = double(f.input_len);
+                }
+                if (f.output_len > 0) {
+                    c.output = LengthDist{};
+                    c.output.value = double(f.output_len);
+                }
+            }
+        }
+    }
+    for (const auto& text : f.criteria) {
+        PAGODA_ASSIGN_OR_RETURN(Criterion c, parse_criterion(text));
+        s.criteria.push_back(c);
+    }
+    PAGODA_TRY(s.validate());
+    return s;
+}
+
+std::string utc_now() {
+    std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return buf;
+}
+
+Status write_file(const std::string& path, const std::string& text) {
+    std::ofstream out(path);
+    if (!out) return make_error(ErrorCode::kIo, "cannot write '{}'", path);
+    out << text;
+    if (!out) return make_error(ErrorCode::kIo, "cannot write '{}'", path);
+    return ok_status();
+}
+
+// Everything a run needs, connected and planned.
+struct Prepared {
+    Scenario s;
+    std::vector<Target> targets;
+    std::unique_ptr<PromptBuilder> builder;
+    model::OpenedGguf gguf;
+    std::optional<tokenizer::Tokenizer> tok;
+    // Prompt text differs from invocation to invocation (lengths and times follow the seed),
+    // so a server's prefix cache never serves a repeated benchmark from the last one's prompts.
+    uint64_t nonce = std::random_device{}();
+};
+
+Result<std::unique_ptr<Prepared>> prepare(const BenchFlags& f, Scenario s) {
+    auto p = std::make_unique<Prepared>();
+    p->s = std::move(s);
+    std::vector<std::string> urls = f.compare_endpoints.empty() ? std::vector<std::string>{f.url} : f.compare_endpoints;
+    for (const auto& u : urls) {
+        PAGODA_ASSIGN_OR_RETURN(Target t, connect_target(u, f.api_key, p->s.model));
+        p->targets.push_back(std::move(t));
+    }
+    TokenCounter counter;
+    if (!f.tokenizer.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(p->gguf, model::open_gguf(f.tokenizer));
+        PAGODA_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_gguf(*p->gguf.gguf));
+        p->tok.emplace(std::move(tok));
+        const tokenizer::Tokenizer* tk = &*p->tok;
+        counter = [tk](const std::string& text) -> Result<int64_t> { return int64_t(tk->encode(text).size()); };
+    } else {
+        counter = server_token_counter(p->targets[0]);
+        if (!counter) {
+            std::fprintf(stderr, "warning: %s has no /tokenize and no --tokenizer was given: prompt lengths are approximate "
+                                 "(about 4 characters a token)\n", f.url.c_str());
+            counter = approximate_token_counter();
+        }
+    }
+    p->builder = std::make_unique<PromptBuilder>(std::move(counter));
+    return p;
+}
+
+Result<std::vector<PlannedRequest>> plan_for(Prepared& p, const BenchFlags& f, uint64_t variant, int64_t* exact) {
+    PAGODA_ASSIGN_OR_RETURN(auto plan, make_plan(p.s));
+    const int64_t max_len = p.targets[0].max_model_len;
+    if (max_len > 0) {
+        for (const auto& r : plan) {
+            if (r.input_len + r.output_len > max_len) {
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "class '{}' asks for {} prompt + {} output tokens, but the server's max_model_len is {}; "
+                                  "shrink the lengths (for example --scale {:.2g})",
+                                  p.s.classes[size_t(r.klass)].name, r.input_len, r.output_len, max_len,
+                                  double(max_len) / double(r.input_len + r.output_len) * 0.9 * f.scale);
+            }
+        }
+    }
+    const bool tty = !f.no_progress && isatty(2);
+    PAGODA_TRY(fill_prompts(p.s, plan, *p.builder,
+                            [tty](size_t done, size_t total) {
+                                if (tty && (done % 16 == 0 || done == total)) progress_bar("preparing prompts", done, total);
+                            },
+                            exact, variant));
+    return plan;
+}
+
+struct OneRun {
+    RunResult result;
+    std::vector<Report> reports;  // per target
+};
+
+Result<OneRun> run_once(Prepared& p, const BenchFlags& f, uint64_t variant, const std::string& label) {
+    int64_t exact = 0;
+    PAGODA_ASSIGN_OR_RETURN(auto plan, plan_for(p, f, p.nonce * 7919 + variant, &exact));
+    int64_t synthesised = 0;
+    for (const auto& r : plan) synthesised += r.input_len > 0 ? 1 : 0;
+    std::vector<std::map<std::string, double>> before;
+    for (auto& t : p.targets) before.push_back(scrape_metrics(t));
+    std::vector<Target*> tp;
+    for (auto& t : p.targets) tp.push_back(&t);
+    RunOptions ro;
+    ro.progress = !f.no_progress && isatty(2);
+    ro.interrupted = [] { return g_interrupted.load(); };
+    ro.label = label;
+    std::string started = utc_now();
+    OneRun out;
+    out.result = run_plan(p.s, plan, tp, ro);
+    for (size_t i = 0; i < p.targets.size(); ++i) {
+        Report r = build_report(p.s, out.result.records, out.result.duration_s, int(i));
+        r.url = p.targets[i].url;
+        r.model = p.targets[i].model;
+        r.started_at = started;
+        r.aborted = out.result.aborted;
+        r.prompts_exact = exact;
+        r.prompts_synthesised = synthesised;
+        r.server_metrics_json = metric_deltas_json(before[i], scrape_metrics(p.targets[i]));
+        r.server_info_json = p.targets[i].info_json;
+        if (!r.aborted.empty() && r.verdict == "pass") r.verdict = "fail";
+        out.reports.push_back(std::move(r));
+    }
+    return out;
+}
+
+Result<std::unique_ptr<BaselineStore>> open_store(const BenchFlags& f) {
+    return BaselineStore::open(f.db.empty() ? BaselineStore::default_path() : f.db);
+}
+
+int run_bench(const BenchFlags& f) {
+    auto sc = build_scenario(f);
+    if (!sc) return bad(sc.error());
+    if (f.compare_endpoints.size() == 2 && (!f.save_baseline.empty() || !f.compare.empty())) {
+        return bad(make_error(ErrorCode::kInvalidArgument, "--compare-endpoints does not mix with --save-baseline or --compare"));
+    }
+    std::unique_ptr<BaselineStore> store;
+    if (!f.no_record || !f.save_baseline.empty() || !f.compare.empty()) {
+        auto st = open_store(f);
+        if (!st) return bad(st.error());
+        store = std::move(*st);
+    }
+    std::vector<RunRow> base_rows;
+    if (!f.compare.empty()) {
+        auto rows = store->baseline(f.compare);
+        if (!rows) return bad(rows.error());
+        if (rows->empty()) {
+            auto names = store->baseline_names();
+            std::string list;
+            if (names) {
+                for (const auto& n : *names) list += (list.empty() ? "" : ", ") + n;
+            }
+            return bad(make_error(ErrorCode::kNotFound, "no baseline named '{}' in {} (saved baselines: {})", f.compare,
+                                  f.db.empty() ? BaselineStore::default_path() : f.db, list.empty() ? "none" : list));
+        }
+        base_rows = std::move(*rows);
+    }
+    auto prep = prepare(f, *sc);
+    if (!prep) return bad(prep.error());
+    Prepared& p = **prep;
+    std::signal(SIGINT, on_bench_signal);
+
+    std::vector<std::map<std::string, double>> current;
+    std::vector<int64_t> ids;
+    OneRun last;
+    for (int rep = 0; rep < f.repeat && !g_interrupted; ++rep) {
+        std::string label = f.repeat > 1 ? fmt::format("run {}/{}", rep + 1, f.repeat) : "";
+        auto run = run_once(p, f, uint64_t(rep), label);
+        if (!run) return bad(run.error());
+        last = std::move(*run);
+        const Report& r = last.reports[0];
+        if (last.reports.size() == 1) {
+            std::printf("%s%s", label.empty() ? "" : (label + ": ").c_str(), terminal_summary(r).c_str());
+        }
+        current.push_back(baseline_values(r));
+        if (store && last.reports.size() == 1) {
+            RunRow row;
+            row.scenario = p.s.name;
+            row.scenario_hash = r.scenario_hash;
+            row.url = r.url;
+            row.model = r.model;
+            row.hardware = hardware_fingerprint();
+            row.version = PAGODA_VERSION;
+            row.verdict = r.verdict;
+            row.server_json = r.server_info_json;
+            row.metrics = current.back();
+            auto id = store->record(row);
+            if (!id) return bad(id.error());
+            ids.push_back(*id);
+        }
+        if (r.overall.completed == 0 && r.overall.failed > 0) {
+            auto it = std::find_if(last.result.records.begin(), last.result.records.end(), [](const auto& x) { return !x.ok(); });
+            std::fprintf(stderr, "error: every request failed; first error: %s (%s)\n",
+                         it != last.result.records.end() ? it->error.c_str() : "?", it != last.result.records.end() ? it->error_kind.c_str() : "?");
+            if (it != last.result.records.end() && (it->error_kind == "connect")) return 2;
+        }
+    }
+    if (last.reports.empty()) return bad(make_error(ErrorCode::kInternal, "no run completed"));
+    int exit_code = last.reports[0].verdict == "fail" ? 1 : 0;
+    json out = report_json(last.reports[0]);
+    if (f.repeat > 1) out["runs"] = current;
+    if (!f.save_baseline.empty()) {
+        auto st = store->save_baseline(f.save_baseline, ids);
+        if (!st) return bad(st.error());
+        std::printf("saved baseline '%s' (%zu run%s)\n", f.save_baseline.c_str(), ids.size(), ids.size() == 1 ? "" : "s");
+    }
+    if (!f.compare.empty()) {
+        std::vector<std::map<std::string, double>> base;
+        for (const auto& r : base_rows) base.push_back(r.metrics);
+        if (base_rows[0].scenario_hash != last.reports[0].scenario_hash) {
+            std::fprintf(stderr, "warning: baseline '%s' was recorded with a different scenario (hash %s, now %s)\n",
+                         f.compare.c_str(), base_rows[0].scenario_hash.c_str(), last.reports[0].scenario_hash.c_str());
+        }
+        if (base_rows[0].model != last.reports[0].model) {
+            std::fprintf(stderr, "warning: baseline '%s' ran model '%s', this run '%s'\n", f.compare.c_str(),
+                         base_rows[0].model.c_str(), last.reports[0].model.c_str());
+        }
+        auto deltas = compare_runs(base, current, f.tolerance);
+        bool regression = std::any_of(deltas.begin(), deltas.end(), [](const auto& d) { return d.verdict == "regression"; });
+        std::printf("\ncompared with baseline '%s' (%zu run%s, %s):\n%s", f.compare.c_str(), base.size(),
+                    base.size() == 1 ? "" : "s", base_rows[0].created_at.c_str(), deltas_table(deltas).c_str());
+        std::printf("regression verdict: %s\n", regression ? "REGRESSION" : "ok");
+        out["comparison"] = {{"baseline", f.compare}, {"metrics", deltas_json(deltas)}, {"regression", regression}};
+        if (regression) exit_code = 1;
+    }
+    if (last.reports.size() == 2) {
+        const Report& a = last.reports[0];
+        const Report& b = last.reports[1];
+        std::printf("A: %s\n%s\nB: %s\n%s", a.url.c_str(), terminal_summary(a).c_str(), b.url.c_str(), terminal_summary(b).c_str());
+        json cmp = json::array();
+        bool worse = false;
+        std::printf("\n%-10s %12s %12s %9s %10s  %s\n", "metric", "A median", "B median", "delta", "p-value", "verdict");
+        for (const char* m : {"ttft", "tpot", "e2e"}) {
+            std::vector<double> va, vb;
+            for (const auto& r : last.result.records) {
+                if (!r.ok()) continue;
+                double v = std::string(m) == "ttft" ? r.ttft_ms() : std::string(m) == "tpot" ? r.tpot_ms() : r.e2e_ms();
+                if (std::isnan(v)) continue;
+                (r.target == 0 ? va : vb).push_back(v);
+            }
+            auto mw = mann_whitney(va, vb);
+            double ma = summarize(va).p50, mb = summarize(vb).p50;
+            double delta = ma > 0 ? (mb - ma) / ma : 0;
+            bool sig = mw.p_value < 0.05;
+            std::string verdict = !sig ? "same" : std::fabs(delta) <= f.tolerance ? "differs, within tolerance"
+                                  : delta > 0                                  ? "B worse"
+                                                                               : "B better";
+            worse = worse || verdict == "B worse";
+            std::printf("%-10s %12.1f %12.1f %8.1f%% %10.3g  %s\n", (std::string(m) + "_ms").c_str(), ma, mb, delta * 100,
+                        mw.p_value, verdict.c_str());
+            cmp.push_back({{"metric", std::string(m) + "_ms"}, {"a_median", ma}, {"b_median", mb}, {"delta_rel", delta},
+                           {"u", mw.u}, {"z", mw.z}, {"p_value", mw.p_value}, {"verdict", verdict}});
+        }
+        out = {{"schema", "pagoda-bench-compare/1"}, {"a", report_json(a)}, {"b", report_json(b)}, {"comparison", cmp},
+               {"verdict", worse ? "fail" : "pass"}};
+        std::printf("canary verdict: %s\n", worse ? "FAIL (B is significantly worse)" : "pass");
+        exit_code = worse ? 1 : 0;
+    }
+    if (!f.json_out.empty()) {
+        auto st = write_file(f.json_out, out.dump(2) + "\n");
+        if (!st) return bad(st.error());
+    }
+    if (!f.html_out.empty()) {
+        auto st = write_file(f.html_out, html_report(last.reports[0], p.s, last.result.records));
+        if (!st) return bad(st.error());
+    }
+    if (g_interrupted) return 130;
+    return exit_code;
+}
+
+int run_history(const BenchFlags& f) {
+    auto store = open_store(f);
+    if (!store) return bad(store.error());
+    auto rows = (*store)->history(f.history_limit);
+    if (!rows) return bad(rows.error());
+    if (rows->empty()) {
+        std::printf("no runs recorded in %s\n", f.db.empty() ? BaselineStore::default_path().c_str() : f.db.c_str());
+        return 0;
+    }
+    std::printf("%-5s %-20s %-12s %-14s %-18s %9s %9s %9s %-7s %s\n", "id", "when (UTC)", "baseline", "scenario", "model",
+                "p99 ttft", "out tok/s", "req/s", "verdict", "url");
+    for (const auto& r : *rows) {
+        auto m = [&](const char* k) { auto it = r.metrics.find(k); return it == r.metrics.end() ? NAN : it->second; };
+        std::printf("%-5lld %-20s %-12s %-14s %-18s %9.1f %9.1f %9.2f %-7s %s\n", (long long)r.id, r.created_at.c_str(),
+                    r.baseline.substr(0, 12).c_str(), r.scenario.substr(0, 14).c_str(), r.model.substr(0, 18).c_str(),
+                    m("p99_ttft_ms"), m("output_tokens_per_s"), m("requests_per_s"), r.verdict.c_str(), r.url.c_str());
+    }
+    return 0;
+}
+
+int run_sweep(BenchFlags f) {
+    if (f.scenario_file.empty() && f.preset_name.empty() && f.rate <= 0 && f.concurrency <= 0 && !f.rates.empty()) {
+        f.rate = f.rates[0];
+    }
+    auto sc = build_scenario(f);
+    if (!sc) return bad(sc.error());
+    if (sc->arrival.kind != Arrival::Kind::kOpen) {
+        return bad(make_error(ErrorCode::kInvalidArgument, "sweep needs an open-loop scenario (a rate), not a closed loop or trace"));
+    }
+    if (f.rates.empty()) return bad(make_error(ErrorCode::kInvalidArgument, "sweep needs --rates R1,R2,... (requests per second, rising)"));
+    if (sc->criteria.empty()) {
+        sc->criteria.push_back(*parse_criterion(fmt::format("goodput_ratio >= {}", f.min_goodput)));
+        sc->criteria.push_back(*parse_criterion("error_rate < 0.01"));
+    }
+    auto prep = prepare(f, *sc);
+    if (!prep) return bad(prep.error());
+    Prepared& p = **prep;
+    std::signal(SIGINT, on_bench_signal);
+    const double base_rate = sc->arrival.phases[0].rate;
+    json steps = json::array();
+    double capacity = 0;
+    std::printf("%8s %9s %9s %9s %9s %9s %8s  %s\n", "rate", "achieved", "ttft p50", "ttft p99", "tpot p99", "out tok/s",
+                "goodput", "verdict");
+    for (size_t i = 0; i < f.rates.size() && !g_interrupted; ++i) {
+        p.s = *sc;
+        for (auto& ph : p.s.arrival.phases) ph.rate *= f.rates[i] / base_rate;
+        auto run = run_once(p, f, uint64_t(i), fmt::format("rate {}", f.rates[i]));
+        if (!run) return bad(run.error());
+        const Report& r = run->reports[0];
+        std::printf("%8.3g %9.3g %9.1f %9.1f %9.1f %9.1f %7.0f%%  %s\n", f.rates[i], r.overall.requests_per_s, r.overall.ttft.p50,
+                    r.overall.ttft.p99, r.overall.tpot.p99, r.overall.output_tokens_per_s, r.overall.goodput_ratio * 100,
+                    r.verdict.c_str());
+        std::fflush(stdout);
+        json step = report_json(r);
+        step.erase("series");
+        step["rate"] = f.rates[i];
+        steps.push_back(step);
+        if (r.verdict != "pass") break;
+        capacity = f.rates[i];
+    }
+    std::string criteria;
+    for (const auto& c : sc->criteria) criteria += (criteria.empty() ? "" : ", ") + c.text;
+    if (capacity > 0) {
+        std::printf("capacity at SLO: %.3g requests/s (%s)\n", capacity, criteria.c_str());
+    } else {
+        std::printf("capacity at SLO: none of the rates met %s\n", criteria.c_str());
+    }
+    if (!f.json_out.empty()) {
+        json out = {{"schema", "pagoda-bench-sweep/1"}, {"scenario", sc->name}, {"capacity_rps", capacity}, {"steps", steps}};
+        auto st = write_file(f.json_out, out.dump(2) + "\n");
+        if (!st) return bad(st.error());
+    }
+    return capacity > 0 ? 0 : 1;
+}
+
+void add_load_flags(CLI::App* c, BenchFlags& f) {
+    c->add_option("--url", f.url, "Base URL of the OpenAI-compatible server")->capture_default_str();
+    c->add_option("--api-key", f.api_key, "Sent as 'Authorization: Bearer KEY'");
+    c->add_option("--model", f.model, "Model name to request (default: the server's first model)");
+    c->add_option("--scenario", f.scenario_file, "TOML scenario file (see docs/bench.md)");
+    c->add_option("--preset", f.preset_name, "Built-in scenario: " + preset_help());
+    c->add_option("--rate", f.rate, "Quick run: open loop at this many requests/s")->check(CLI::PositiveNumber);
+    c->add_option("--concurrency", f.concurrency, "Quick run: closed loop with this many requests in flight")->check(CLI::PositiveNumber);
+    c->add_option("--process", f.process, "Arrival process of --rate: poisson, constant or gamma")
+        ->check(CLI::IsMember({"poisson", "constant", "gamma"}))
+        ->capture_default_str();
+    c->add_option("--burstiness", f.burstiness, "Gamma shape for --process gamma (1 = Poisson, < 1 burstier)")->check(CLI::PositiveNumber);
+    c->add_option("--duration", f.duration, "Run length, e.g. 30s or 2m (for a preset: stretches its phases)");
+    c->add_option("--requests", f.requests, "Send this many requests (quick runs default to 100)")->check(CLI::PositiveNumber);
+    c->add_option("--input-len", f.input_len, "Prompt tokens per request (quick run default 128; overrides a scenario's)")->check(CLI::PositiveNumber);
+    c->add_option("--output-len", f.output_len, "Output tokens per request (quick run default 128)")->check(CLI::PositiveNumber);
+    c->add_option("--warmup", f.warmup, "Leave requests sent in this first stretch out of the statistics");
+    c->add_option("--cooldown", f.cooldown, "Leave requests scheduled in this last stretch out of the statistics");
+    c->add_option("--scale", f.scale, "Multiply rates and lengths by this factor (e.g. 0.05 for a small machine)")
+        ->check(CLI::Range(1e-6, 1e6));
+    c->add_option("--seed", f.seed, "Random seed for arrivals, lengths and prompts");
+    c->add_option("--endpoint", f.endpoint, "completions or chat")->check(CLI::IsMember({"completions", "chat"}));
+    c->add_option("--criteria", f.criteria, "Acceptance criterion, repeatable: '[class:] METRIC OP NUMBER', e.g. 'p99_ttft_ms < 800'");
+    c->add_option("--tokenizer", f.tokenizer, "GGUF file whose tokenizer counts prompt tokens (default: the server's /tokenize)");
+    c->add_option("--json", f.json_out, "Write the JSON report here");
+    c->add_option("--db", f.db, "Baseline store (SQLite; default " + BaselineStore::default_path() + ")");
+    c->add_flag("--no-progress", f.no_progress, "No live progress line even on a terminal");
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app, std::function<int()>& action) {
+    static BenchFlags f;
+    auto* c = app.add_subcommand("bench",
+                                 "Load-test an OpenAI-compatible server: scenarios, SLO verdicts (exit 1 on fail), "
+                                 "baselines, canary comparison, capacity sweeps");
+    c->require_subcommand(0, 1);
+    add_load_flags(c, f);
+    c->add_option("--html", f.html_out, "Write a self-contained HTML report here");
+    c->add_flag("--no-record", f.no_record, "Do not record the run in the baseline store");
+    c->add_option("--save-baseline", f.save_baseline, "Save this run (all --repeat runs) as the baseline NAME");
+    c->add_option("--compare", f.compare, "Compare with the baseline NAME; exit 1 on a regression");
+    c->add_option("--repeat", f.repeat, "Run the workload N times (noise band for baselines)")->check(CLI::Range(1, 100));
+    c->add_option("--tolerance", f.tolerance, "Smallest relative change called a regression or a canary difference")
+        ->check(CLI::Range(0.0, 10.0))
+        ->capture_default_str();
+    c->add_option("--compare-endpoints", f.compare_endpoints, "Interleave the workload over two URLs A B and test the difference")
+        ->expected(2);
+    c->callback([c, &action] {
+        if (c->get_subcommands().empty()) action = [] { return run_bench(f); };
+    });
+
+    auto* h = c->add_subcommand("history", "List recorded runs, newest first");
+    h->add_option("--db", f.db, "Baseline store (SQLite)");
+    h->add_option("--limit", f.history_limit, "How many runs")->capture_default_str();
+    h->callback([&action] { action = [] { return run_history(f); }; });
+
+    auto* s = c->add_subcommand("sweep", "Raise the rate step by step; report the highest rate that meets the criteria");
+    add_load_flags(s, f);
+    s->add_option("--rates", f.rates, "Rates to try, rising, e.g. 1,2,4,8")->delimiter(',')->required();
+    s->add_option("--min-goodput", f.min_goodput, "Without criteria: the goodput ratio a step must reach")->capture_default_str();
+    s->callback([&action] {
+        f.no_record = true;
+        action = [] { return run_sweep(f); };
+    });
+}
+
+}  // namespace pagoda::app

@@ -1,0 +1,231 @@
+// The only translation unit that includes Boost.Beast for the client side.
+#include "http/client.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace pagoda::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = asio::ip::tcp;
+
+const char* client_error_kind_name(ClientError::Kind kind) {
+    switch (kind) {
+        case ClientError::Kind::kConnect: return "connect";
+        case ClientError::Kind::kTimeout: return "timeout";
+        case ClientError::Kind::kIo: return "io";
+        case ClientError::Kind::kProtocol: return "protocol";
+    }
+    return "io";
+}
+
+Result<Url> parse_url(std::string_view url) {
+    Url u;
+    std::string_view rest = url;
+    if (rest.starts_with("https://")) {
+        return make_error(ErrorCode::kUnsupported, "'{}': https is not supported; use http:// (TLS belongs in a proxy)", url);
+    }
+    if (!rest.starts_with("http://")) {
+        return make_error(ErrorCode::kInvalidArgument, "'{}' is not a URL of the form http://host[:port][/path]", url);
+    }
+    rest.remove_prefix(7);
+    size_t slash = rest.find('/');
+    std::string_view authority = rest.substr(0, slash);
+    std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash);
+    while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+    if (authority.empty()) {
+        return make_error(ErrorCode::kInvalidArgument, "'{}' has no host", url);
+    }
+    size_t colon = authority.rfind(':');
+    if (colon != std::string_view::npos && authority.find(']', colon) == std::string_view::npos) {
+        u.host = std::string(authority.substr(0, colon));
+        u.port = std::string(authority.substr(colon + 1));
+        if (u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos || u.port.size() > 5 ||
+            std::stoi(u.port) > 65535 || std::stoi(u.port) == 0) {
+            return make_error(ErrorCode::kInvalidArgument, "'{}': port must be a number from 1 to 65535", url);
+        }
+    } else {
+        u.host = std::string(authority);
+        u.port = "80";
+    }
+    if (u.host.size() > 2 && u.host.front() == '[' && u.host.back() == ']') u.host = u.host.substr(1, u.host.size() - 2);
+    if (u.host.empty()) return make_error(ErrorCode::kInvalidArgument, "'{}' has no host", url);
+    u.base_path = std::string(path);
+    return u;
+}
+
+struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
+    Url url;
+    ClientOptions opts;
+    asio::io_context ioc;
+    asio::executor_work_guard<asio::io_context::executor_type> work{ioc.get_executor()};
+    std::thread thread;
+    std::vector<std::unique_ptr<beast::tcp_stream>> idle;  // I/O thread only
+    std::atomic<int64_t> in_flight{0};
+    std::atomic<int64_t> opened{0};
+
+    asio::awaitable<std::unique_ptr<beast::tcp_stream>> connect() {
+        auto s = std::make_unique<beast::tcp_stream>(ioc);
+        tcp::resolver resolver(ioc);
+        s->expires_after(std::chrono::milliseconds(int64_t(opts.connect_timeout_s * 1000)));
+        auto results = co_await resolver.async_resolve(url.host, url.port, asio::use_awaitable);
+        co_await s->async_connect(results, asio::use_awaitable);
+        opened.fetch_add(1, std::memory_order_relaxed);
+        co_return s;
+    }
+
+    asio::awaitable<void> run(ClientRequest req, ClientCallbacks cb) {
+        ClientError err;
+        bool failed = false;
+        try {
+            bhttp::request<bhttp::string_body> hreq{bhttp::verb::get, url.base_path + req.path, 11};
+            auto verb = bhttp::string_to_verb(req.method);
+            hreq.method(verb == bhttp::verb::unknown ? bhttp::verb::get : verb);
+            hreq.set(bhttp::field::host, url.host + ":" + url.port);
+            hreq.set(bhttp::field::user_agent, "pagoda-bench");
+            hreq.keep_alive(true);
+            for (const auto& [k, v] : opts.headers) hreq.set(k, v);
+            for (const auto& [k, v] : req.headers) hreq.set(k, v);
+            if (!req.body.empty() || req.method == "POST") {
+                hreq.set(bhttp::field::content_type, req.content_type);
+                hreq.body() = std::move(req.body);
+                hreq.prepare_payload();
+            }
+            // A pooled connection the server closed meanwhile fails at once; retry once fresh.
+            std::unique_ptr<beast::tcp_stream> s;
+            beast::flat_buffer buf;
+            std::optional<bhttp::response_parser<bhttp::buffer_body>> parser;
+            for (int attempt = 0;; ++attempt) {
+                bool reused = false;
+                if (!idle.empty()) {
+                    s = std::move(idle.back());
+                    idle.pop_back();
+                    reused = true;
+                } else {
+                    try {
+                        s = co_await connect();
+                    } catch (const boost::system::system_error& e) {
+                        err.kind = e.code() == beast::error::timeout ? ClientError::Kind::kTimeout : ClientError::Kind::kConnect;
+                        err.message = fmt::format("cannot connect to {}:{}: {}", url.host, url.port, e.code().message());
+                        failed = true;
+                        break;
+                    }
+                }
+                try {
+                    parser.emplace();
+                    parser->body_limit(boost::none);
+                    s->expires_after(std::chrono::milliseconds(int64_t(opts.read_timeout_s * 1000)));
+                    co_await bhttp::async_write(*s, hreq, asio::use_awaitable);
+                    if (cb.on_sent) cb.on_sent();
+                    co_await bhttp::async_read_header(*s, buf, *parser, asio::use_awaitable);
+                    break;
+                } catch (const boost::system::system_error& e) {
+                    if (reused && attempt == 0) {
+                        s.reset();
+                        buf.clear();
+                        continue;
+                    }
+                    throw;
+                }
+            }
+            if (!failed) {
+                if (cb.on_status) cb.on_status(int(parser->get().result_int()));
+                char tmp[16384];
+                while (!parser->is_done()) {
+                    parser->get().body().data = tmp;
+                    parser->get().body().size = sizeof(tmp);
+                    s->expires_after(std::chrono::milliseconds(int64_t(opts.read_timeout_s * 1000)));
+                    auto [ec, n] = co_await bhttp::async_read_some(*s, buf, *parser, asio::as_tuple(asio::use_awaitable));
+                    if (ec && ec != bhttp::error::need_buffer) throw boost::system::system_error(ec);
+                    size_t got = sizeof(tmp) - parser->get().body().size;
+                    if (got > 0 && cb.on_body) cb.on_body(std::string_view(tmp, got));
+                }
+                if (parser->get().keep_alive()) {
+                    s->expires_never();
+                    idle.push_back(std::move(s));
+                }
+            }
+        } catch (const boost::system::system_error& e) {
+            failed = true;
+            err.kind = e.code() == beast::error::timeout                                  ? ClientError::Kind::kTimeout
+                       : e.code().category() == bhttp::make_error_code(bhttp::error::bad_version).category() ? ClientError::Kind::kProtocol
+                                                                                             : ClientError::Kind::kIo;
+            if (e.code() == beast::error::timeout) {
+                err.message = fmt::format("no answer within {} s", opts.read_timeout_s);
+            } else if (e.code() == bhttp::error::end_of_stream || e.code() == asio::error::eof ||
+                       e.code() == asio::error::connection_reset) {
+                err.kind = ClientError::Kind::kIo;
+                err.message = "the server closed the connection before the response was complete";
+            } else {
+                err.message = e.code().message();
+            }
+        } catch (const std::exception& e) {
+            failed = true;
+            err.kind = ClientError::Kind::kProtocol;
+            err.message = e.what();
+        }
+        in_flight.fetch_sub(1, std::memory_order_relaxed);
+        if (cb.on_done) cb.on_done(failed ? &err : nullptr);
+    }
+};
+
+Client::~Client() {
+    if (!impl_) return;
+    impl_->work.reset();
+    impl_->ioc.stop();
+    if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+Result<std::unique_ptr<Client>> Client::create(std::string_view base_url, ClientOptions opts) {
+    PAGODA_ASSIGN_OR_RETURN(Url url, parse_url(base_url));
+    std::unique_ptr<Client> c(new Client());
+    c->impl_ = std::make_shared<Impl>();
+    c->impl_->url = std::move(url);
+    c->impl_->opts = std::move(opts);
+    Impl* impl = c->impl_.get();
+    impl->thread = std::thread([impl] { impl->ioc.run(); });
+    return c;
+}
+
+const Url& Client::url() const { return impl_->url; }
+
+void Client::start(ClientRequest req, ClientCallbacks cb) {
+    impl_->in_flight.fetch_add(1, std::memory_order_relaxed);
+    Impl* impl = impl_.get();
+    asio::post(impl->ioc, [impl, req = std::move(req), cb = std::move(cb)]() mutable {
+        asio::co_spawn(impl->ioc, impl->run(std::move(req), std::move(cb)), asio::detached);
+    });
+}
+
+Result<ClientResponse> Client::fetch(ClientRequest req) {
+    auto done = std::make_shared<std::promise<Result<ClientResponse>>>();
+    auto resp = std::make_shared<ClientResponse>();
+    ClientCallbacks cb;
+    cb.on_status = [resp](int status) { resp->status = status; };
+    cb.on_body = [resp](std::string_view b) { resp->body.append(b); };
+    cb.on_done = [done, resp](const ClientError* e) {
+        if (e) {
+            done->set_value(Error{e->kind == ClientError::Kind::kConnect ? ErrorCode::kIo : ErrorCode::kIo, e->message});
+        } else {
+            done->set_value(std::move(*resp));
+        }
+    };
+    auto fut = done->get_future();
+    start(std::move(req), std::move(cb));
+    return fut.get();
+}
+
+int64_t Client::in_flight() const { return impl_->in_flight.load(std::memory_order_relaxed); }
+int64_t Client::connections_opened() const { return impl_->opened.load(std::memory_order_relaxed); }
+
+}  // namespace pagoda::http
