@@ -48,7 +48,7 @@ struct BenchFlags {
     int64_t seed = -1;
     std::vector<std::string> criteria;
     std::string tokenizer;
-    std::string json_out, html_out;
+    std::string json_out, html_out, requests_out;
     std::string db;
     bool no_record = false;
     std::string save_baseline, compare;
@@ -70,7 +70,7 @@ int bad(const Error& e) {
 
 Result<Scenario> build_scenario(const BenchFlags& f) {
     Scenario s;
-    const bool quick = f.rate > 0 || f.concurrency > 0;
+    const bool quick = (f.rate > 0 || f.concurrency > 0) && f.scenario_file.empty() && f.preset_name.empty();
     if (int(!f.scenario_file.empty()) + int(!f.preset_name.empty()) + int(quick) != 1) {
         return make_error(ErrorCode::kInvalidArgument,
                           "say what load to send: one of --scenario FILE, --preset NAME, or --rate R / --concurrency C "
@@ -104,6 +104,21 @@ Result<Scenario> build_scenario(const BenchFlags& f) {
         if (f.duration.empty() && f.requests <= 0) s.requests = 100;
     }
     if (f.scale != 1) s.scale(f.scale);
+    if (!quick && f.rate > 0) {
+        // A scenario or preset at another rate: the first phase gets it, the others keep their ratio.
+        if (s.arrival.kind != Arrival::Kind::kOpen) {
+            return make_error(ErrorCode::kInvalidArgument, "--rate applies to open-loop scenarios; this one is {}",
+                              s.arrival.kind == Arrival::Kind::kClosed ? "a closed loop (use --concurrency)" : "a trace replay");
+        }
+        double k = f.rate / s.arrival.phases[0].rate;
+        for (auto& ph : s.arrival.phases) ph.rate *= k;
+    }
+    if (!quick && f.concurrency > 0) {
+        if (s.arrival.kind != Arrival::Kind::kClosed) {
+            return make_error(ErrorCode::kInvalidArgument, "--concurrency applies to closed-loop scenarios; this one is open-loop (use --rate)");
+        }
+        s.arrival.concurrency = f.concurrency;
+    }
     if (!f.duration.empty()) {
         PAGODA_ASSIGN_OR_RETURN(double d, parse_duration(f.duration));
         if (!(d > 0)) return make_error(ErrorCode::kInvalidArgument, "--duration must be > 0");
@@ -395,6 +410,21 @@ int run_bench(const BenchFlags& f) {
         auto st = write_file(f.html_out, html_report(last.reports[0], p.s, last.result.records));
         if (!st) return bad(st.error());
     }
+    if (!f.requests_out.empty()) {
+        std::string lines;
+        for (const auto& r : last.result.records) {
+            json j = {{"class", p.s.classes[size_t(r.klass)].name}, {"target", r.target}, {"scheduled_s", r.scheduled_s},
+                      {"sent_s", r.sent_s}, {"first_token_s", r.first_token_s}, {"done_s", r.done_s},
+                      {"ttft_ms", r.first_token_s >= 0 ? json(r.ttft_ms()) : json(nullptr)}, {"e2e_ms", r.e2e_ms()},
+                      {"target_input_tokens", r.target_input}, {"target_output_tokens", r.target_output},
+                      {"prompt_tokens", r.prompt_tokens}, {"completion_tokens", r.completion_tokens},
+                      {"token_chunks", r.token_s.size()}, {"status", r.status},
+                      {"error_kind", r.ok() ? json(nullptr) : json(r.error_kind)}, {"error", r.ok() ? json(nullptr) : json(r.error)}};
+            lines += j.dump() + "\n";
+        }
+        auto st = write_file(f.requests_out, lines);
+        if (!st) return bad(st.error());
+    }
     if (g_interrupted) return 130;
     return exit_code;
 }
@@ -480,7 +510,7 @@ void add_load_flags(CLI::App* c, BenchFlags& f) {
     c->add_option("--model", f.model, "Model name to request (default: the server's first model)");
     c->add_option("--scenario", f.scenario_file, "TOML scenario file (see docs/bench.md)");
     c->add_option("--preset", f.preset_name, "Built-in scenario: " + preset_help());
-    c->add_option("--rate", f.rate, "Quick run: open loop at this many requests/s")->check(CLI::PositiveNumber);
+    c->add_option("--rate", f.rate, "Open loop at this many requests/s (with a scenario or preset: its first phase's rate, the others in proportion)")->check(CLI::PositiveNumber);
     c->add_option("--concurrency", f.concurrency, "Quick run: closed loop with this many requests in flight")->check(CLI::PositiveNumber);
     c->add_option("--process", f.process, "Arrival process of --rate: poisson, constant or gamma")
         ->check(CLI::IsMember({"poisson", "constant", "gamma"}))
@@ -513,6 +543,7 @@ void add_bench(CLI::App& app, std::function<int()>& action) {
     c->require_subcommand(0, 1);
     add_load_flags(c, f);
     c->add_option("--html", f.html_out, "Write a self-contained HTML report here");
+    c->add_option("--save-requests", f.requests_out, "Write every request's timings and token counts here (JSONL)");
     c->add_flag("--no-record", f.no_record, "Do not record the run in the baseline store");
     c->add_option("--save-baseline", f.save_baseline, "Save this run (all --repeat runs) as the baseline NAME");
     c->add_option("--compare", f.compare, "Compare with the baseline NAME; exit 1 on a regression");
