@@ -148,8 +148,13 @@ Result<Scenario> build_scenario(const BenchFlags& f) {
             }
         }
     }
+    // Criteria on the command line replace those of the scenario or preset.
+    if (!f.criteria.empty()) s.criteria.clear();
     for (const auto& text : f.criteria) {
         PAGODA_ASSIGN_OR_RETURN(Criterion c, parse_criterion(text));
+        if (!c.klass.empty() && std::none_of(s.classes.begin(), s.classes.end(), [&](const auto& k) { return k.name == c.klass; })) {
+            return make_error(ErrorCode::kInvalidArgument, "--criteria '{}': the scenario has no class '{}'", text, c.klass);
+        }
         s.criteria.push_back(c);
     }
     PAGODA_TRY(s.validate());
@@ -526,7 +531,7 @@ void add_load_flags(CLI::App* c, BenchFlags& f) {
         ->check(CLI::Range(1e-6, 1e6));
     c->add_option("--seed", f.seed, "Random seed for arrivals, lengths and prompts");
     c->add_option("--endpoint", f.endpoint, "completions or chat")->check(CLI::IsMember({"completions", "chat"}));
-    c->add_option("--criteria", f.criteria, "Acceptance criterion, repeatable: '[class:] METRIC OP NUMBER', e.g. 'p99_ttft_ms < 800'");
+    c->add_option("--criteria", f.criteria, "Acceptance criterion, repeatable: '[class:] METRIC OP NUMBER', e.g. 'p99_ttft_ms < 800'; replaces the scenario's");
     c->add_option("--tokenizer", f.tokenizer, "GGUF file whose tokenizer counts prompt tokens (default: the server's /tokenize)");
     c->add_option("--json", f.json_out, "Write the JSON report here");
     c->add_option("--db", f.db, "Baseline store (SQLite; default " + BaselineStore::default_path() + ")");

@@ -233,7 +233,15 @@ for i in $(seq 16); do
     curl -sN "$(URL /v1/completions)" -d "{\"prompt\": \"Once upon a time $i\", \"max_tokens\": 1500, \"ignore_eos\": true, \"stream\": true}" >"$TMP/d$i" &
     DP[$i]=$!
 done
-sleep 0.3
+# SIGTERM only once every stream is under way (a fixed sleep raced slow curl start-ups on a
+# busy machine: a request not yet accepted at SIGTERM rightly gets 503, not a stream).
+for _ in $(seq 400); do
+    started=0
+    for i in $(seq 16); do grep -q '^data: ' "$TMP/d$i" 2>/dev/null && started=$((started + 1)); done
+    [ "$started" -eq 16 ] && break
+    sleep 0.05
+done
+expect_eq "16 streams under way before SIGTERM" "$started" "16"
 kill -TERM "$SPID"
 sleep 0.05
 code=$(post /v1/completions '{"prompt": "x", "max_tokens": 1}')

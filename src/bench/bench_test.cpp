@@ -430,6 +430,19 @@ TEST(Scenario, BadFilesSayFileLineAndReason) {
     expect_error("[arrival]\nrate = 5\n[[class]]\ninput = 1\noutput = 1\n", "bad.toml", "no limit");
     expect_error("duration = 10\n[arrival]\nprocess = \"closed\"\n[[class]]\ninput = 1\noutput = 1\n", "bad.toml:",
                  "needs concurrency");
+    expect_error("duration = \"10h\"\n[arrival]\nrate = 100000\n[[class]]\ninput = 1\noutput = 1\n", "bad.toml",
+                 "one run sends at most 5000000");
+}
+
+TEST(Scenario, ShippedExamplesParse) {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(std::string(PAGODA_SOURCE_DIR) + "/scenarios")) {
+        if (e.path().extension() != ".toml") continue;
+        auto s = load_scenario_file(e.path().string());
+        EXPECT_TRUE(s.ok()) << e.path() << ": " << s.error().message;
+        ++n;
+    }
+    EXPECT_GE(n, 3);
 }
 
 TEST(Scenario, PresetsAndScaling) {

@@ -547,6 +547,27 @@ Status Scenario::validate() const {
             return make_error(ErrorCode::kInvalidArgument, "the run has no limit: set duration or requests");
         }
     }
+    // A plan is built in memory before the run: bound it.
+    constexpr double kMaxRequests = 5e6;
+    double planned = 0;
+    if (arrival.kind == Arrival::Kind::kOpen) {
+        double t = 0;
+        for (const auto& p : arrival.phases) {
+            double d = p.duration_s > 0 ? p.duration_s : std::max(0.0, duration_s - t);
+            if (duration_s > 0) d = std::min(d, std::max(0.0, duration_s - t));
+            planned += p.rate * (d > 0 ? d : 1e300);
+            t += d;
+        }
+    } else if (arrival.kind == Arrival::Kind::kClosed) {
+        planned = requests > 0 ? double(requests) : 0;
+    }
+    if (requests > 0) planned = std::min(planned, double(requests));
+    if (planned > kMaxRequests) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "the schedule would send about {:.3g} requests; one run sends at most {:.0f} (lower the rate, "
+                          "duration or requests)",
+                          planned, kMaxRequests);
+    }
     if (duration_s > 0 && warmup_s + cooldown_s >= duration_s) {
         return make_error(ErrorCode::kInvalidArgument, "warmup ({}s) + cooldown ({}s) leave nothing of duration ({}s)",
                           warmup_s, cooldown_s, duration_s);
