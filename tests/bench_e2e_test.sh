@@ -41,7 +41,8 @@ DB=$TMP/bench.db
 B() { "$BIN" bench --url "$URL" --db "$DB" --no-progress "$@"; }
 
 # 1. A scaled 70/30 mix: counts per class follow the schedule, TTFT <= E2E for every request,
-#    token counts equal the server's usage, prompts have their exact lengths.
+#    token counts equal the server's usage and its /metrics counters, prompts have their
+#    exact lengths.
 B --preset mix-70-30 --scale 0.05 --rate 12 --duration 15s --json "$TMP/mix.json" --html "$TMP/mix.html" \
     --save-requests "$TMP/mix.jsonl" >"$TMP/mix.out" 2>&1
 expect_eq "mix: exit 0 (criteria pass)" "$?" "0"
@@ -67,14 +68,24 @@ check(rep["requests"]["failed"] == 0, "failures")
 for r in reqs:
     check(r["error_kind"] is None, f"request failed: {r['error']}")
     check(r["ttft_ms"] is not None and 0 < r["ttft_ms"] <= r["e2e_ms"], f"ttft {r['ttft_ms']} > e2e {r['e2e_ms']}")
-    check(r["completion_tokens"] == r["token_chunks"] == r["target_output_tokens"],
-          f"tokens: usage {r['completion_tokens']}, chunks {r['token_chunks']}, asked {r['target_output_tokens']}")
+    check(r["completion_tokens"] == r["target_output_tokens"],
+          f"tokens: usage {r['completion_tokens']}, asked {r['target_output_tokens']}")
+    # A server may skip a chunk for a token with no printable text yet; never more chunks than tokens.
+    check(1 <= r["token_chunks"] <= r["completion_tokens"], f"chunks {r['token_chunks']} vs usage {r['completion_tokens']}")
     check(r["prompt_tokens"] == r["target_input_tokens"], f"prompt tokens {r['prompt_tokens']} != {r['target_input_tokens']}")
-check(rep["usage_mismatches"] == 0, "usage mismatches")
+# The client's token counts equal the server's own counters over the run (scraped /metrics).
+sm = rep["server_metrics"]
+def counter(name):
+    return sum(v for k, v in sm.items() if k.split("{")[0] == name)
+check(counter("vllm:generation_tokens_total") == sum(r["completion_tokens"] for r in reqs),
+      f"server generated {counter('vllm:generation_tokens_total')}, client saw {sum(r['completion_tokens'] for r in reqs)}")
+check(counter("vllm:prompt_tokens_total") == sum(r["prompt_tokens"] for r in reqs),
+      f"server prompt tokens {counter('vllm:prompt_tokens_total')}, client {sum(r['prompt_tokens'] for r in reqs)}")
+check(sum(c["requests"]["completed"] for c in rep["classes"]) == rep["requests"]["completed"], "class sums")
+check(rep["output_tokens"] == sum(r["completion_tokens"] for r in counted), "report output tokens != counted usage")
 check(rep["prompts"]["exact_length"] == rep["prompts"]["synthesised"], "prompts not exact")
 check(rep["ttft_ms"]["p50"] <= rep["e2e_ms"]["p50"], "p50 ttft > p50 e2e")
 check(rep["verdict"] == "pass" and len(rep["criteria"]) == 4, "verdict/criteria")
-sm = rep["server_metrics"]
 check(any(k.startswith("vllm:request_queue_time_seconds") for k in sm), "no server-side queue time from /metrics")
 print("errors:", len(errs)); print("\n".join(errs[:10]))
 PY
@@ -166,7 +177,7 @@ expect_eq "closed loop: 16 completed" "$(python3 -c 'import json,sys; print(json
 B --rate 20 --requests 6 --input-len 16 --output-len 8 --endpoint chat --json "$TMP/chat.json" --save-requests "$TMP/chat.jsonl" >"$TMP/chat.out" 2>&1
 expect_eq "chat endpoint: 6 completed, 8 tokens each" "$(python3 -c '
 import json,sys; j=json.load(open(sys.argv[1])); r=[json.loads(l) for l in open(sys.argv[2])]
-print(j["requests"]["completed"], set(x["completion_tokens"] for x in r), set(x["token_chunks"] for x in r))' "$TMP/chat.json" "$TMP/chat.jsonl")" "6 {8} {8}"
+print(j["requests"]["completed"], set(x["completion_tokens"] for x in r), all(1 <= x["token_chunks"] <= 8 for x in r))' "$TMP/chat.json" "$TMP/chat.jsonl")" "6 {8} True"
 printf '%s\n' '{"timestamp": 100.0, "input_len": 20, "output_len": 5}' '{"timestamp": 100.5, "input_len": 30, "output_len": 6}' \
     '{"timestamp": 101.0, "prompt": "Once upon a time", "output_len": 7}' >"$TMP/trace.jsonl"
 printf '[arrival]\nprocess = "trace"\ntrace = "%s"\n' "$TMP/trace.jsonl" >"$TMP/trace.toml"
