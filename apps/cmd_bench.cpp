@@ -275,6 +275,12 @@ Result<OneRun> run_once(Prepared& p, const BenchFlags& f, uint64_t variant, cons
     return out;
 }
 
+json itl_ms(const RequestRecord& r) {
+    json a = json::array();
+    for (size_t i = 1; i < r.token_s.size(); ++i) a.push_back(std::round((r.token_s[i] - r.token_s[i - 1]) * 1e6) / 1e3);
+    return a;
+}
+
 Result<std::unique_ptr<BaselineStore>> open_store(const BenchFlags& f) {
     return BaselineStore::open(f.db.empty() ? BaselineStore::default_path() : f.db);
 }
@@ -423,7 +429,7 @@ int run_bench(const BenchFlags& f) {
                       {"ttft_ms", r.first_token_s >= 0 ? json(r.ttft_ms()) : json(nullptr)}, {"e2e_ms", r.e2e_ms()},
                       {"target_input_tokens", r.target_input}, {"target_output_tokens", r.target_output},
                       {"prompt_tokens", r.prompt_tokens}, {"completion_tokens", r.completion_tokens},
-                      {"token_chunks", r.token_s.size()}, {"status", r.status},
+                      {"token_chunks", r.token_s.size()}, {"itl_ms", itl_ms(r)}, {"status", r.status},
                       {"error_kind", r.ok() ? json(nullptr) : json(r.error_kind)}, {"error", r.ok() ? json(nullptr) : json(r.error)}};
             lines += j.dump() + "\n";
         }

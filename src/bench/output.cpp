@@ -181,6 +181,27 @@ std::string terminal_summary(const Report& r) {
                          "the offered load was lower than asked\n",
                          r.late_sends, r.send_lag_p99_ms);
     }
+    // Server-side stage means from the target's /metrics, beside the client's view.
+    json sm = json::parse(r.server_metrics_json, nullptr, false);
+    if (sm.is_object()) {
+        auto mean_ms = [&](const std::string& base) {
+            double n = 0, sum = 0;
+            for (auto it = sm.begin(); it != sm.end(); ++it) {
+                if (it.key().substr(0, it.key().find('{')) != base || !it.value().is_object() || !it.value().contains("mean_ms")) continue;
+                double c = it.value()["count"].get<double>();
+                n += c;
+                sum += c * it.value()["mean_ms"].get<double>();
+            }
+            return n > 0 ? sum / n : NAN;
+        };
+        double q = mean_ms("vllm:request_queue_time_seconds"), pf = mean_ms("vllm:request_prefill_time_seconds"),
+               dc = mean_ms("vllm:request_decode_time_seconds"), tt = mean_ms("vllm:time_to_first_token_seconds");
+        if (std::isfinite(q) || std::isfinite(tt)) {
+            o += fmt::format("server (/metrics, means over the run): queue {} ms, prefill {} ms, decode {} ms, TTFT {} ms "
+                             "(client TTFT mean {} ms)\n",
+                             ms(q), ms(pf), ms(dc), ms(tt), ms(r.overall.ttft.mean));
+        }
+    }
     if (!r.aborted.empty()) o += fmt::format("ABORTED: {}\n", r.aborted);
     if (!r.criteria.empty()) {
         o += "criteria:\n";
