@@ -9,31 +9,14 @@
 
 #include "base/mapped_file.h"
 #include "formats/gguf.h"
+#include "fuzz/fuzz_common.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
 namespace {
 
-struct Loaded {
-    pagoda::MappedFile file;
-    std::unique_ptr<pagoda::formats::GgufFile> gguf;
-    std::unique_ptr<pagoda::tokenizer::Tokenizer> tok;
-};
-
-std::unique_ptr<Loaded> load(const std::string& path) {
-    auto l = std::make_unique<Loaded>();
-    auto f = pagoda::MappedFile::open(path);
-    if (!f.ok()) std::abort();
-    l->file = std::move(f).value();
-    auto g = pagoda::formats::GgufFile::parse(l->file.bytes(), path);
-    if (!g.ok()) std::abort();
-    l->gguf = std::make_unique<pagoda::formats::GgufFile>(std::move(g).value());
-    auto t = pagoda::tokenizer::Tokenizer::from_gguf(*l->gguf);
-    if (!t.ok()) std::abort();
-    l->tok = std::make_unique<pagoda::tokenizer::Tokenizer>(std::move(t).value());
-    return l;
-}
+using pagoda_fuzz::load;
 
 void check(const pagoda::tokenizer::Tokenizer& tok, const uint8_t* data, size_t size) {
     using namespace pagoda::tokenizer;

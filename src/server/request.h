@@ -1,0 +1,79 @@
+#pragma once
+// OpenAI request mapping as a pure function: a parsed JSON body in, prompts as token ids and
+// sampling parameters out, or the 400/404 error OpenAI's shape needs (message naming the
+// field and what is allowed). No engine, no I/O: the server calls it per request and the
+// fuzz target feeds it arbitrary bodies.
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda::server {
+
+// Field readers: a wrong type is a 400 naming the field and the expected type.
+struct FieldError {
+    std::string message, param;
+};
+
+template <typename T>
+std::optional<FieldError> read(const nlohmann::json& j, const char* key, T& out, const char* expected) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return std::nullopt;
+    bool ok = false;
+    if constexpr (std::is_same_v<T, bool>) {
+        ok = it->is_boolean();
+    } else if constexpr (std::is_integral_v<T>) {
+        ok = it->is_number_integer() || (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>());
+    } else if constexpr (std::is_floating_point_v<T>) {
+        ok = it->is_number();
+    } else if constexpr (std::is_same_v<T, std::string>) {
+        ok = it->is_string();
+    }
+    if (!ok) return FieldError{fmt::format("'{}' must be {}, got {}", key, expected, it->type_name()), key};
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        const double v = it->get<double>();
+        if (!(v >= double(std::numeric_limits<T>::min()) && v <= double(std::numeric_limits<T>::max()))) {
+            return FieldError{fmt::format("'{}' is out of range", key), key};
+        }
+        out = T(v);
+    } else {
+        out = it->get<T>();
+    }
+    return std::nullopt;
+}
+
+struct RequestLimits {
+    std::string served_model_name;
+    int max_model_len = 0;
+    int64_t vocab_size = 0;
+};
+
+struct ParsedRequest {
+    std::vector<std::vector<int32_t>> prompts;  // one or more (a list of prompts); chat: one
+    engine::SamplingParams sampling;
+    int priority = 0;
+    bool stream = false, include_usage = false, chat_logprobs = false;
+};
+
+struct RequestError {
+    int status = 400;
+    std::string message, type = "invalid_request_error", param;
+};
+
+// Maps a /v1/completions (chat = false) or /v1/chat/completions body.
+std::variant<ParsedRequest, RequestError> parse_generation_request(const nlohmann::json& body, bool chat,
+                                                                  const RequestLimits& limits,
+                                                                  const tokenizer::Tokenizer& tok);
+
+}  // namespace pagoda::server
