@@ -187,5 +187,32 @@ expect_eq "trace replay: lengths and timing" "$(python3 -c '
 import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]
 print([x["completion_tokens"] for x in r], [x["prompt_tokens"] for x in r][:2], [round(x["scheduled_s"],1) for x in r])' "$TMP/trace.out.jsonl")" "[5, 6, 7] [20, 30] [0.0, 0.5, 1.0]"
 
+# 10. Errors are counted by kind, and the stop condition aborts the run: a server that admits
+#     one request and queues one refuses most of a burst with 429.
+start_server_flags() {  # LOG FLAGS... -> sets PORT
+    local log=$1
+    shift
+    "$BIN" serve -m "$MODEL" --port 0 "$@" 2>"$log" &
+    PIDS+=("$!")
+    for _ in $(seq 200); do
+        PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
+        if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1; then return 0; fi
+        sleep 0.05
+    done
+    return 1
+}
+start_server_flags "$TMP/s3.log" --max-num-seqs 1 --max-waiting-requests 1 || exit 1
+URL3=http://127.0.0.1:$PORT
+printf '%s\n' 'requests = 200' '[arrival]' 'process = "constant"' 'rate = 400' '[[class]]' 'input = 8' 'output = 200' \
+    '[stop]' 'error_rate = 0.3' >"$TMP/overload.toml"
+"$BIN" bench --url "$URL3" --scenario "$TMP/overload.toml" --no-record --no-progress --json "$TMP/overload.json" \
+    >"$TMP/overload.out" 2>&1
+rc=$?
+expect_eq "overload: aborted run is a fail (exit 1)" "$rc" "1"
+expect_eq "overload: 429s counted as http_4xx, run aborted by the stop condition" "$(python3 -c '
+import json,sys; j=json.load(open(sys.argv[1]))
+print(j["errors"].get("http_4xx", 0) > 0, j["error_rate"] > 0.3, j["aborted"] is not None and "stop bound" in j["aborted"], j["requests"]["sent"] < 200)' "$TMP/overload.json")" "True True True True"
+expect_in "overload: terminal says why it stopped" "ABORTED: error rate" "$TMP/overload.out"
+
 echo "bench e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
