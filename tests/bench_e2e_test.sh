@@ -3,7 +3,8 @@
 # ephemeral ports): a scaled 70/30 scenario checked request by request, the burst preset's
 # rate step, TOML errors with file and line, an unreachable server, verdict exit codes, the
 # SQLite baseline store (save, compare, history), canary comparison of two endpoints, a
-# capacity sweep, closed loop, chat and trace replay.
+# capacity sweep, closed loop, chat, trace replay, error counting with the stop condition, API
+# keys, --tokenizer and dataset prompts.
 # Usage: bench_e2e_test.sh PAGODA_BIN SOURCE_DIR
 set -uo pipefail
 BIN=$1
@@ -27,6 +28,7 @@ start_server() {  # LOG -> sets PORT
     local log=$1
     "$BIN" serve -m "$MODEL" --port 0 2>"$log" &
     PIDS+=("$!")
+    disown "$!" 2>/dev/null || true
     PORT=""
     for _ in $(seq 200); do
         PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
@@ -194,6 +196,7 @@ start_server_flags() {  # LOG FLAGS... -> sets PORT
     shift
     "$BIN" serve -m "$MODEL" --port 0 "$@" 2>"$log" &
     PIDS+=("$!")
+    disown "$!" 2>/dev/null || true
     for _ in $(seq 200); do
         PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
         if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1; then return 0; fi
@@ -213,6 +216,23 @@ expect_eq "overload: 429s counted as http_4xx, run aborted by the stop condition
 import json,sys; j=json.load(open(sys.argv[1]))
 print(j["errors"].get("http_4xx", 0) > 0, j["error_rate"] > 0.3, j["aborted"] is not None and "stop bound" in j["aborted"], j["requests"]["sent"] < 200)' "$TMP/overload.json")" "True True True True"
 expect_in "overload: terminal says why it stopped" "ABORTED: error rate" "$TMP/overload.out"
+
+# 11. API keys, the model's own tokenizer (--tokenizer) and a dataset class.
+start_server_flags "$TMP/s4.log" --api-key sekrit || exit 1
+URL4=http://127.0.0.1:$PORT
+"$BIN" bench --url "$URL4" --rate 20 --requests 3 --input-len 8 --output-len 2 --no-record --no-progress >"$TMP/nokey.out" 2>&1
+expect_eq "API key missing: exit 2" "$?" "2"
+expect_in "API key missing: says what to do" "pass the right --api-key" "$TMP/nokey.out"
+printf '%s\n' '{"prompt": "Once upon a time there was a dog", "output_len": 3}' '{"prompt": "The sun was warm"}' >"$TMP/prompts.jsonl"
+printf '%s\n' 'requests = 12' '[arrival]' 'rate = 30' '[[class]]' 'name = "synth"' 'input = 24' 'output = 4' \
+    '[[class]]' 'name = "data"' "dataset = \"$TMP/prompts.jsonl\"" 'output = 5' >"$TMP/data.toml"
+"$BIN" bench --url "$URL4" --api-key sekrit --scenario "$TMP/data.toml" --tokenizer "$MODEL" --no-record --no-progress \
+    --save-requests "$TMP/data.jsonl" --json "$TMP/data.json" >"$TMP/data.out" 2>&1
+expect_eq "API key, --tokenizer, dataset: exit 0" "$?" "0"
+expect_eq "--tokenizer lengths exact; dataset prompts and output_len used" "$(python3 -c '
+import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]
+s=[x for x in r if x["class"]=="synth"]; d=[x for x in r if x["class"]=="data"]
+print(len(s)+len(d), all(x["prompt_tokens"]==24 for x in s), all((x["prompt_tokens"], x["completion_tokens"]) in ((10, 3), (8, 5)) for x in d) if d else "no data rows")' "$TMP/data.jsonl")" "12 True True"
 
 echo "bench e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
