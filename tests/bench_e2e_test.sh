@@ -9,34 +9,7 @@
 set -uo pipefail
 BIN=$1
 SRC=$2
-MODEL=$SRC/models/stories260K.gguf
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"
-}
-trap cleanup EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; shift; printf '     %s\n' "$@"; }
-expect_eq() { if [ "$2" == "$3" ]; then ok "$1"; else bad "$1" "got:  [$2]" "want: [$3]"; fi; }
-expect_in() { if grep -q -- "$2" "$3"; then ok "$1"; else bad "$1" "missing: $2" "$(head -c 600 "$3")"; fi; }
-
-start_server() {  # LOG -> sets PORT
-    local log=$1
-    "$BIN" serve -m "$MODEL" --port 0 2>"$log" &
-    PIDS+=("$!")
-    disown "$!" 2>/dev/null || true
-    PORT=""
-    for _ in $(seq 200); do
-        PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
-        if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1; then return 0; fi
-        sleep 0.05
-    done
-    echo "server did not become ready:"; cat "$log"; return 1
-}
+source "$SRC/tests/e2e_lib.sh"
 start_server "$TMP/s1.log" || exit 1
 URL=http://127.0.0.1:$PORT
 DB=$TMP/bench.db
@@ -191,20 +164,7 @@ print([x["completion_tokens"] for x in r], [x["prompt_tokens"] for x in r][:2], 
 
 # 10. Errors are counted by kind, and the stop condition aborts the run: a server that admits
 #     one request and queues one refuses most of a burst with 429.
-start_server_flags() {  # LOG FLAGS... -> sets PORT
-    local log=$1
-    shift
-    "$BIN" serve -m "$MODEL" --port 0 "$@" 2>"$log" &
-    PIDS+=("$!")
-    disown "$!" 2>/dev/null || true
-    for _ in $(seq 200); do
-        PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
-        if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1; then return 0; fi
-        sleep 0.05
-    done
-    return 1
-}
-start_server_flags "$TMP/s3.log" --max-num-seqs 1 --max-waiting-requests 1 || exit 1
+start_server "$TMP/s3.log" --max-num-seqs 1 --max-waiting-requests 1 || exit 1
 URL3=http://127.0.0.1:$PORT
 printf '%s\n' 'requests = 200' '[arrival]' 'process = "constant"' 'rate = 400' '[[class]]' 'input = 8' 'output = 200' \
     '[stop]' 'error_rate = 0.3' >"$TMP/overload.toml"
@@ -218,7 +178,7 @@ print(j["errors"].get("http_4xx", 0) > 0, j["error_rate"] > 0.3, j["aborted"] is
 expect_in "overload: terminal says why it stopped" "ABORTED: error rate" "$TMP/overload.out"
 
 # 11. API keys, the model's own tokenizer (--tokenizer) and a dataset class.
-start_server_flags "$TMP/s4.log" --api-key sekrit || exit 1
+start_server "$TMP/s4.log" --api-key sekrit || exit 1
 URL4=http://127.0.0.1:$PORT
 "$BIN" bench --url "$URL4" --rate 20 --requests 3 --input-len 8 --output-len 2 --no-record --no-progress >"$TMP/nokey.out" 2>&1
 expect_eq "API key missing: exit 2" "$?" "2"

@@ -7,36 +7,8 @@
 set -uo pipefail
 BIN=$1
 SRC=$2
-MODEL=$SRC/models/stories260K.gguf
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; shift; printf '     %s\n' "$@"; }
-expect_eq() { if [ "$2" == "$3" ]; then ok "$1"; else bad "$1" "got:  [$2]" "want: [$3]"; fi; }
+source "$SRC/tests/e2e_lib.sh"
 jq_() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
-
-# Starts a server with extra flags; sets PORT and SPID. Waits for /ready.
-start_server() {
-    local log=$1
-    shift
-    "$BIN" serve -m "$MODEL" --port 0 "$@" 2>"$log" &
-    SPID=$!
-    PIDS+=("$SPID")
-    PORT=""
-    for _ in $(seq 200); do
-        PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
-        if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1; then return 0; fi
-        sleep 0.05
-    done
-    echo "server did not become ready:"; cat "$log"; return 1
-}
 URL() { echo "http://127.0.0.1:$PORT$1"; }
 post() { curl -s -o "$TMP/body" -w '%{http_code}' "$(URL "$1")" -H 'Content-Type: application/json' -d "$2" "${@:3}"; }
 

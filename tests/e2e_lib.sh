@@ -1,0 +1,33 @@
+# Shared helpers of the end-to-end shell tests; source it after setting BIN and SRC.
+# Gives TMP (removed at exit unless KEEP_TMP is set), ok/bad/expect_eq/expect_in with
+# pass/fail counters, and start_server LOG [FLAGS...]: `pagoda serve` on the bundled model
+# at an ephemeral port, waiting for /ready; sets PORT and SPID. Servers die at exit.
+MODEL=${MODEL:-$SRC/models/stories260K.gguf}
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do { kill -9 "$p" && wait "$p"; } 2>/dev/null; done
+    [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"
+}
+trap cleanup EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; shift; printf '     %s\n' "$@"; }
+expect_eq() { if [ "$2" == "$3" ]; then ok "$1"; else bad "$1" "got:  [$2]" "want: [$3]"; fi; }
+expect_in() { if grep -q -- "$2" "$3"; then ok "$1"; else bad "$1" "missing: $2" "$(head -c 600 "$3")"; fi; }
+
+start_server() {
+    local log=$1
+    shift
+    "$BIN" serve -m "$MODEL" --port 0 "$@" 2>"$log" &
+    SPID=$!
+    PIDS+=("$SPID")
+    PORT=""
+    for _ in $(seq 200); do
+        PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
+        if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1; then return 0; fi
+        sleep 0.05
+    done
+    echo "server did not become ready:"; cat "$log"; return 1
+}
