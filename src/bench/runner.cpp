@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -17,6 +18,35 @@ namespace pagoda::bench {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Result<http::ClientResponse> get(http::Client& c, const std::string& path) {
+    return c.fetch({.method = "GET", .path = path, .body = {}, .content_type = {}, .headers = {}});
+}
+
+Result<http::ClientResponse> post_json(http::Client& c, const std::string& path, const json& body) {
+    return c.fetch({.method = "POST", .path = path, .body = body.dump(), .content_type = "application/json", .headers = {}});
+}
+
+// One /tokenize dialect: how to ask, and where the count is in the answer.
+struct TokenizeShape {
+    std::function<json(const std::string& text)> body;
+    std::function<std::optional<int64_t>(const json& reply)> count;
+};
+
+TokenCounter tokenize_counter(http::Client* c, TokenizeShape shape) {
+    return [c, shape = std::move(shape)](const std::string& text) -> Result<int64_t> {
+        auto r = post_json(*c, "/tokenize", shape.body(text));
+        if (!r) return r.error();
+        json j = json::parse(r->body, nullptr, false);
+        std::optional<int64_t> n = r->status == 200 && j.is_object() ? shape.count(j) : std::nullopt;
+        if (!n) return make_error(ErrorCode::kIo, "/tokenize answered HTTP {}: {}", r->status, r->body.substr(0, 200));
+        return *n;
+    };
+}
+
+}  // namespace
 
 Result<Target> connect_target(const std::string& url, const std::string& api_key, const std::string& model) {
     Target t;
@@ -26,7 +56,7 @@ Result<Target> connect_target(const std::string& url, const std::string& api_key
     co.read_timeout_s = 30;
     if (!api_key.empty()) co.headers.emplace_back("Authorization", "Bearer " + api_key);
     PAGODA_ASSIGN_OR_RETURN(t.client, http::Client::create(url, co));
-    auto r = t.client->fetch({.method = "GET", .path = "/v1/models", .body = {}, .content_type = {}, .headers = {}});
+    auto r = get(*t.client, "/v1/models");
     if (!r) return make_error(ErrorCode::kIo, "cannot reach the server at {}: {}", url, r.error().message);
     if (r->status == 401 || r->status == 403) {
         return make_error(ErrorCode::kInvalidArgument, "{} refused the request (HTTP {}): pass the right --api-key", url, r->status);
@@ -69,37 +99,24 @@ Result<Target> connect_target(const std::string& url, const std::string& api_key
 }
 
 TokenCounter server_token_counter(Target& t) {
-    http::Client* c = t.client.get();
-    std::string model = t.model;
+    const std::string model = t.model;
     // Pagoda and vLLM: {"model", "prompt"} -> {"count"}; llama.cpp: {"content"} -> {"tokens"}.
-    auto probe = c->fetch({.method = "POST", .path = "/tokenize", .body = json{{"model", model}, {"prompt", "hello"}}.dump(),
-                           .content_type = "application/json", .headers = {}});
-    if (probe && probe->status == 200) {
-        json j = json::parse(probe->body, nullptr, false);
-        if (j.is_object() && j.contains("count")) {
-            return [c, model](const std::string& text) -> Result<int64_t> {
-                auto r = c->fetch({.method = "POST", .path = "/tokenize", .body = json{{"model", model}, {"prompt", text}}.dump(),
-                                   .content_type = "application/json", .headers = {}});
-                if (!r) return r.error();
-                json j = json::parse(r->body, nullptr, false);
-                if (r->status != 200 || !j.is_object() || !j.contains("count") || !j["count"].is_number_integer()) {
-                    return make_error(ErrorCode::kIo, "/tokenize answered HTTP {}: {}", r->status, r->body.substr(0, 200));
-                }
-                return j["count"].get<int64_t>();
-            };
-        }
-        if (j.is_object() && j.contains("tokens") && j["tokens"].is_array()) {
-            return [c](const std::string& text) -> Result<int64_t> {
-                auto r = c->fetch({.method = "POST", .path = "/tokenize", .body = json{{"content", text}, {"add_special", true}}.dump(),
-                                   .content_type = "application/json", .headers = {}});
-                if (!r) return r.error();
-                json j = json::parse(r->body, nullptr, false);
-                if (r->status != 200 || !j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) {
-                    return make_error(ErrorCode::kIo, "/tokenize answered HTTP {}: {}", r->status, r->body.substr(0, 200));
-                }
-                return int64_t(j["tokens"].size());
-            };
-        }
+    std::vector<TokenizeShape> shapes = {
+        {[model](const std::string& text) { return json{{"model", model}, {"prompt", text}}; },
+         [](const json& j) -> std::optional<int64_t> {
+             if (!j.contains("count") || !j["count"].is_number_integer()) return std::nullopt;
+             return j["count"].get<int64_t>();
+         }},
+        {[](const std::string& text) { return json{{"content", text}, {"add_special", true}}; },
+         [](const json& j) -> std::optional<int64_t> {
+             if (!j.contains("tokens") || !j["tokens"].is_array()) return std::nullopt;
+             return int64_t(j["tokens"].size());
+         }},
+    };
+    for (auto& shape : shapes) {
+        TokenCounter counter = tokenize_counter(t.client.get(), std::move(shape));
+        auto probe = counter("hello");
+        if (probe && *probe > 0) return counter;
     }
     return {};
 }
@@ -110,7 +127,7 @@ TokenCounter approximate_token_counter() {
 
 std::map<std::string, double> scrape_metrics(Target& t) {
     std::map<std::string, double> out;
-    auto r = t.client->fetch({.method = "GET", .path = "/metrics", .body = {}, .content_type = {}, .headers = {}});
+    auto r = get(*t.client, "/metrics");
     if (!r || r->status != 200) return out;
     std::istringstream in(r->body);
     std::string line;

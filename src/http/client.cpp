@@ -215,7 +215,7 @@ Result<ClientResponse> Client::fetch(ClientRequest req) {
     cb.on_body = [resp](std::string_view b) { resp->body.append(b); };
     cb.on_done = [done, resp](const ClientError* e) {
         if (e) {
-            done->set_value(Error{e->kind == ClientError::Kind::kConnect ? ErrorCode::kIo : ErrorCode::kIo, e->message});
+            done->set_value(Error{ErrorCode::kIo, e->message});
         } else {
             done->set_value(std::move(*resp));
         }
