@@ -18,7 +18,9 @@ B() { "$BIN" bench --url "$URL" --db "$DB" --no-progress "$@"; }
 # 1. A scaled 70/30 mix: counts per class follow the schedule, TTFT <= E2E for every request,
 #    token counts equal the server's usage and its /metrics counters, prompts have their
 #    exact lengths.
+# Criteria that timing cannot decide (the preset's latency SLOs would, on a busy machine).
 B --preset mix-70-30 --scale 0.05 --rate 12 --duration 15s --json "$TMP/mix.json" --html "$TMP/mix.html" \
+    --criteria "error_rate < 0.01" --criteria "short: completed >= 1" --criteria "long: completed >= 1" \
     --save-requests "$TMP/mix.jsonl" >"$TMP/mix.out" 2>&1
 expect_eq "mix: exit 0 (criteria pass)" "$?" "0"
 python3 - "$TMP/mix.json" "$TMP/mix.jsonl" >"$TMP/mix.check" 2>&1 <<'PY'
@@ -60,18 +62,18 @@ check(sum(c["requests"]["completed"] for c in rep["classes"]) == rep["requests"]
 check(rep["output_tokens"] == sum(r["completion_tokens"] for r in counted), "report output tokens != counted usage")
 check(rep["prompts"]["exact_length"] == rep["prompts"]["synthesised"], "prompts not exact")
 check(rep["ttft_ms"]["p50"] <= rep["e2e_ms"]["p50"], "p50 ttft > p50 e2e")
-check(rep["verdict"] == "pass" and len(rep["criteria"]) == 4, "verdict/criteria")
+check(rep["verdict"] == "pass" and len(rep["criteria"]) == 3, "verdict/criteria")
 check(any(k.startswith("vllm:request_queue_time_seconds") for k in sm), "no server-side queue time from /metrics")
 print("errors:", len(errs)); print("\n".join(errs[:10]))
 PY
 expect_eq "mix: report checks" "$(head -1 "$TMP/mix.check")" "errors: 0"
 [ "$(head -1 "$TMP/mix.check")" == "errors: 0" ] || cat "$TMP/mix.check"
 expect_in "mix: HTML report has charts" "<svg" "$TMP/mix.html"
-expect_in "mix: HTML verdict table" "short: p99_ttft_ms &lt; 800" "$TMP/mix.html"
+expect_in "mix: HTML verdict table" "short: completed &gt;= 1" "$TMP/mix.html"
 expect_in "mix: terminal summary" "verdict: pass" "$TMP/mix.out"
 
 # 2. The burst preset: the rate step shows in the per-second series.
-B --preset burst --scale 0.1 --duration 12s --json "$TMP/burst.json" >"$TMP/burst.out" 2>&1
+B --preset burst --scale 0.1 --duration 12s --criteria "error_rate < 0.01" --json "$TMP/burst.json" >"$TMP/burst.out" 2>&1
 expect_eq "burst: exit 0" "$?" "0"
 step=$(python3 - "$TMP/burst.json" <<'PY'
 import json, sys
