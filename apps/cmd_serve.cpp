@@ -30,6 +30,7 @@ struct ServeFlags {
     std::vector<std::string> api_keys;
     std::string served_model_name;
     int shutdown_timeout = 30;
+    bool vllm_metrics = true;
     size_t max_body = 8u << 20;
     EngineFlags engine;
 };
@@ -164,6 +165,7 @@ int run_serve(const ServeFlags& f) {
         if (slash != std::string::npos) sc.served_model_name = sc.served_model_name.substr(slash + 1);
     }
     sc.api_keys = f.api_keys;
+    sc.vllm_metrics = f.vllm_metrics;
     std::atomic<http::Server*> server_ptr{nullptr};
     sc.open_connections = [&server_ptr] {
         http::Server* s = server_ptr.load();
@@ -223,6 +225,9 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
     c->add_option("--served-model-name", f->served_model_name, "Model name in the API (default: the file name)");
     c->add_option("--shutdown-timeout", f->shutdown_timeout, "Seconds to finish in-flight requests after SIGTERM")
         ->capture_default_str()->check(CLI::Range(0, 86400));
+    c->add_flag("--enable-vllm-metrics,!--no-enable-vllm-metrics", f->vllm_metrics,
+                 "Also publish /metrics under vLLM's vllm:* names for gateways and autoscalers (default on; "
+                 "off for linters that reject ':' in names, e.g. promtool check metrics)");
     c->add_option("--max-request-body", f->max_body, "Largest request body in bytes (413 above)")->capture_default_str();
     add_engine_flags(c, f->engine);
     c->callback([f, &action] { action = [f] { return run_serve(*f); }; });

@@ -128,6 +128,8 @@ if command -v promtool >/dev/null; then
     promtool check metrics <"$TMP/metrics" 2>&1 | grep -v "^vllm:[a-z0-9_]* metric names should not contain ':'$" >"$TMP/promtool_all"
     [ ! -s "$TMP/promtool_all" ] && ok "promtool parses the vllm:* families (only the colon lint)" ||
         bad "promtool on vllm:* families" "$(head -5 "$TMP/promtool_all")"
+elif [ -n "${CI:-}" ]; then
+    bad "promtool is not installed (scripts/install-deps.sh installs the prometheus package)"
 else
     echo "skip promtool (not installed)"
 fi
@@ -168,20 +170,39 @@ wait "$SPID"
 expect_eq "exit 0 after POST /admin/drain" "$?" "0"
 
 # 10b. Bounded stress: 256 concurrent streams, no errors, nothing leaked.
-start_server "$TMP/s5.log" --max-num-seqs 64 || exit 1
+# This server publishes only the native pagoda_* names (--no-enable-vllm-metrics), so
+# the scrape taken under load must pass promtool's parser and linter outright.
+start_server "$TMP/s5.log" --max-num-seqs 64 --no-enable-vllm-metrics || exit 1
 SP5=()
 for i in $(seq 256); do
     curl -sN "$(URL /v1/completions)" -d "{\"prompt\": \"Story $i\", \"max_tokens\": 24, \"ignore_eos\": true, \"stream\": true}" >"$TMP/st$i" 2>&1 &
     SP5+=($!)
 done
+for _ in $(seq 200); do
+    curl -s "$(URL /metrics)" >"$TMP/metrics_load"
+    grep -q '^pagoda_num_requests_running{.*} [1-9]' "$TMP/metrics_load" && break
+    sleep 0.02
+done
+grep -q '^pagoda_num_requests_running{.*} [1-9]' "$TMP/metrics_load" && ok "scrape taken under load ($(grep '^pagoda_num_requests_running' "$TMP/metrics_load" | awk '{print $2}') running)" ||
+    bad "scrape under load" "$(grep '^pagoda_num_requests' "$TMP/metrics_load")"
+if command -v promtool >/dev/null; then
+    promtool check metrics <"$TMP/metrics_load" >"$TMP/promtool_load" 2>&1 && ok "promtool check metrics passes on the scrape under load" ||
+        bad "promtool check metrics under load (exit $?)" "$(head -5 "$TMP/promtool_load")"
+elif [ -n "${CI:-}" ]; then
+    bad "promtool is not installed (scripts/install-deps.sh installs the prometheus package)"
+fi
+expect_eq "--no-enable-vllm-metrics: no vllm:* series" "$(grep -c '^vllm:' "$TMP/metrics_load")" "0"
 wait "${SP5[@]}"
 done_ok=0
 for i in $(seq 256); do grep -q '^data: \[DONE\]' "$TMP/st$i" && ! grep -q '"error"' "$TMP/st$i" && done_ok=$((done_ok + 1)); done
 expect_eq "256 concurrent streams all complete" "$done_ok" "256"
 sleep 0.2
 m=$(curl -s "$(URL /metrics)")
-expect_eq "after stress: no block used, nothing running" "$(echo "$m" | grep '^pagoda_kv_cache_blocks{.*state="used"' | awk '{print $2}') $(echo "$m" | grep '^vllm:num_requests_running' | awk '{print $2}')" "0 0"
-expect_eq "after stress: 256 finished by length" "$(echo "$m" | grep '^vllm:request_success_total{.*finished_reason="length"' | awk '{print $2}')" "256"
+expect_eq "after stress: no block used, nothing running" "$(echo "$m" | grep '^pagoda_kv_cache_blocks{.*state="used"' | awk '{print $2}') $(echo "$m" | grep '^pagoda_num_requests_running' | awk '{print $2}')" "0 0"
+# The counters add up: every request sent finished once, by length, with 24 tokens each.
+expect_eq "after stress: 256 finished, all by length" "$(echo "$m" | grep '^pagoda_request_success_total' | awk '{s += $2} END {print s}') $(echo "$m" | grep '^pagoda_request_success_total{.*finished_reason="length"' | awk '{print $2}')" "256 256"
+expect_eq "after stress: e2e histogram count = requests, generation tokens = 256 x 24" "$(echo "$m" | grep '^pagoda_e2e_request_latency_seconds_count' | awk '{print $2}') $(echo "$m" | grep '^pagoda_generation_tokens_total' | awk '{print $2}')" "256 6144"
+expect_eq "after stress: ITL observations = 256 x 23" "$(echo "$m" | grep '^pagoda_inter_token_latency_seconds_count' | awk '{print $2}')" "5888"
 conns=$(echo "$m" | grep '^pagoda_http_open_connections' | awk '{print $2}')
 expect_eq "after stress: only the scrape's connection is open" "$conns" "1"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null

@@ -194,8 +194,13 @@ std::string terminal_summary(const Report& r) {
             }
             return n > 0 ? sum / n : NAN;
         };
-        double q = mean_ms("vllm:request_queue_time_seconds"), pf = mean_ms("vllm:request_prefill_time_seconds"),
-               dc = mean_ms("vllm:request_decode_time_seconds"), tt = mean_ms("vllm:time_to_first_token_seconds");
+        // vLLM's names first (vLLM and Pagoda by default), else Pagoda's native ones.
+        auto server_ms = [&](const std::string& suffix) {
+            const double v = mean_ms("vllm:" + suffix);
+            return std::isfinite(v) ? v : mean_ms("pagoda_" + suffix);
+        };
+        double q = server_ms("request_queue_time_seconds"), pf = server_ms("request_prefill_time_seconds"),
+               dc = server_ms("request_decode_time_seconds"), tt = server_ms("time_to_first_token_seconds");
         if (std::isfinite(q) || std::isfinite(tt)) {
             o += fmt::format("server (/metrics, means over the run): queue {} ms, prefill {} ms, decode {} ms, TTFT {} ms "
                              "(client TTFT mean {} ms)\n",

@@ -570,6 +570,7 @@ std::string OpenAiServer::metrics_text() const {
     };
     for (const char* prefix : {"pagoda_", "vllm:"}) {
         const std::string p = prefix;
+        if (p == "vllm:" && !cfg_.vllm_metrics) continue;
         gauge((p + "num_requests_running").c_str(), "Requests in the running batch.", double(st->queue.running));
         w.family(p + "num_requests_waiting", "gauge", "Requests waiting, by reason.");
         w.sample(p + "num_requests_waiting", model, double(st->queue.waiting));
@@ -626,12 +627,15 @@ std::string OpenAiServer::metrics_text() const {
         l.emplace_back("code", fmt::format("{}xx", c));
         w.sample("pagoda_http_responses_total", l, double(http_by_status_[c].load()));
     }
-    w.family("vllm:cache_config_info", "gauge", "KV cache configuration.");
-    w.sample("vllm:cache_config_info",
-             {{"block_size", std::to_string(st->block_size)},
-              {"num_gpu_blocks", std::to_string(st->blocks.total)},
-              {"enable_prefix_caching", engine_.config().enable_prefix_caching ? "True" : "False"}},
-             1.0);
+    for (const char* name : {"pagoda_cache_config_info", "vllm:cache_config_info"}) {
+        if (!cfg_.vllm_metrics && name[0] == 'v') continue;
+        w.family(name, "gauge", "KV cache configuration.");
+        w.sample(name,
+                 {{"block_size", std::to_string(st->block_size)},
+                  {"num_gpu_blocks", std::to_string(st->blocks.total)},
+                  {"enable_prefix_caching", engine_.config().enable_prefix_caching ? "True" : "False"}},
+                 1.0);
+    }
     gauge("pagoda_ready", "1 when ready to serve, 0 while warming up or draining.", ready() ? 1.0 : 0.0);
     // Scheduler stages, per engine step.
     const auto& sh = engine_.step_histograms();

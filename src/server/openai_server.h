@@ -24,6 +24,9 @@ struct ServerConfig {
     std::vector<std::string> api_keys;      // empty: no authentication
     std::chrono::seconds stall_timeout{30};  // /health turns 503 when the loop is silent this long
     std::function<int64_t()> open_connections;  // from the HTTP server, for /metrics
+    // Also publish the vllm:* names gateways and autoscalers read. Off for scrapers or
+    // linters that reject ':' in names (promtool check metrics); pagoda_* stays complete.
+    bool vllm_metrics = true;
 };
 
 class OpenAiServer {
