@@ -65,23 +65,29 @@ std::vector<uint8_t> make_weights(TensorType t, int64_t rows, int64_t cols, uint
 
 class MatmulVsRef : public ::testing::TestWithParam<std::tuple<TensorType, int>> {};
 
-// Q8_0 on this CPU may take the AVX-512 VNNI path; check the portable Highway path too,
-// with an odd block count (a half-filled last step).
+// Q8_0 on this CPU may take the AVX-512 VNNI path; check the portable Highway path too.
+// Shapes: an odd block count, row counts that fill no 32-row panel or a panel and a
+// half (the tail rows are padding that must not be written), and activation row counts
+// around the kernel's 6-row pass.
 TEST(Kernels, Q8PortableAndVnniPathsAgree) {
-    const int64_t rows = 40, cols = 32 * 7;
-    const auto wbytes = make_weights(TensorType::kQ8_0, rows, cols, 5);
-    const WeightView w{TensorType::kQ8_0, rows, cols, wbytes.data()};
-    for (int m : {1, 3, 9}) {  // row by row, and the batched kernel with and without a 4-row tail
-        const auto x = randn(size_t(m * cols), 6);
-        std::vector<float> want(size_t(m * rows)), fast(want.size()), portable(want.size());
-        ref::matmul(w, x.data(), m, want.data());
-        cpu::matmul(w, x.data(), m, fast.data());
-        cpu::set_force_portable_kernels(true);
-        cpu::matmul(w, x.data(), m, portable.data());
-        cpu::set_force_portable_kernels(false);
-        EXPECT_LT(rel_err(fast, want), 2e-2) << m;
-        EXPECT_LT(rel_err(portable, want), 2e-2) << m;
-        EXPECT_LT(rel_err(fast, portable), 1e-5) << m;
+    for (int64_t rows : {40, 16, 70}) {
+        const int64_t cols = 32 * 7;
+        const auto wbytes = make_weights(TensorType::kQ8_0, rows, cols, 5);
+        const WeightView w{TensorType::kQ8_0, rows, cols, wbytes.data()};
+        for (int m : {1, 3, 6, 7, 13}) {
+            const auto x = randn(size_t(m * cols), 6);
+            std::vector<float> want(size_t(m * rows)), fast(want.size() + 64, -7.0f), portable(want.size());
+            ref::matmul(w, x.data(), m, want.data());
+            cpu::matmul(w, x.data(), m, fast.data());
+            cpu::set_force_portable_kernels(true);
+            cpu::matmul(w, x.data(), m, portable.data());
+            cpu::set_force_portable_kernels(false);
+            for (size_t i = want.size(); i < fast.size(); ++i) ASSERT_EQ(fast[i], -7.0f) << "wrote past y, rows " << rows;
+            fast.resize(want.size());
+            EXPECT_LT(rel_err(fast, want), 2e-2) << rows << "x" << m;
+            EXPECT_LT(rel_err(portable, want), 2e-2) << rows << "x" << m;
+            EXPECT_LT(rel_err(fast, portable), 1e-5) << rows << "x" << m;
+        }
     }
 }
 

@@ -52,9 +52,22 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
     q->cols_ = w.cols;
     const bool q8 = w.type == TensorType::kQ8_0;
     const int64_t nb = w.cols / 32;
+    if (q->use_vnni_) {
+        // Panels of 32 rows in the vpdpbusd layout (see q8_vnni.h).
+        const int64_t panels = (w.rows + kQ8PanelRows - 1) / kQ8PanelRows;
+        q->row_stride_ = q8_vnni_panel_bytes(w.cols);
+        PAGODA_ASSIGN_OR_RETURN(q->packed_, HugeBuffer::allocate(q->row_stride_ * size_t(panels)));
+#pragma omp parallel for schedule(static)
+        for (int64_t p = 0; p < panels; ++p) {
+            const uint8_t* src[kQ8PanelRows];
+            const int valid = int(std::min<int64_t>(kQ8PanelRows, w.rows - p * kQ8PanelRows));
+            for (int r = 0; r < valid; ++r) src[r] = w.row(p * kQ8PanelRows + r);
+            pack_q8_vnni_panel(src, valid, w.cols, q->packed_.data() + size_t(p) * q->row_stride_);
+        }
+        return q;
+    }
     const size_t values = size_t(nb) * (q8 ? 32 : 16);
-    // Scales: fp16 for the VNNI kernel (F16C widens them), f32 for the portable one.
-    q->row_stride_ = values + size_t(nb) * (q->use_vnni_ ? sizeof(uint16_t) : sizeof(float));
+    q->row_stride_ = values + size_t(nb) * sizeof(float);
     PAGODA_ASSIGN_OR_RETURN(q->packed_, HugeBuffer::allocate(q->row_stride_ * size_t(w.rows)));
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r) {
@@ -64,11 +77,7 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
         for (int64_t b = 0; b < nb; ++b) {
             if (q8) {
                 const auto* blk = reinterpret_cast<const formats::BlockQ8_0*>(src) + b;
-                if (q->use_vnni_) {
-                    reinterpret_cast<uint16_t*>(dst + values)[b] = blk->d;
-                } else {
-                    scales[b] = fp16_to_float(blk->d);
-                }
+                scales[b] = fp16_to_float(blk->d);
                 std::memcpy(dst + b * 32, blk->qs, 32);
             } else {
                 const auto* blk = reinterpret_cast<const formats::BlockQ4_0*>(src) + b;
@@ -84,34 +93,41 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
     const int nb = int(cols_ / 32);
     std::vector<int8_t> qx(size_t(m) * size_t(cols_));
     std::vector<float> dx(size_t(m) * size_t(nb));
+    std::vector<int32_t> corr(use_vnni_ ? size_t(m) * size_t(nb) : 0);
 #pragma omp parallel for schedule(static) if (m > 1)
     for (int i = 0; i < m; ++i) {
         int8_t* qi = qx.data() + size_t(i) * size_t(cols_);
         quantize_q8(x + size_t(i) * size_t(cols_), int(cols_), qi, dx.data() + size_t(i) * size_t(nb));
-        if (use_vnni_) {  // unsigned bytes q + 128 for vpdpbusd: flipping the sign bit adds 128
-            for (int64_t c = 0; c < cols_; ++c) qi[c] = int8_t(uint8_t(qi[c]) ^ 0x80);
+        if (use_vnni_) {  // the weights carry +128 (unsigned for vpdpbusd): remove 128 sum(x) per block
+            for (int b = 0; b < nb; ++b) {
+                int32_t s = 0;
+                for (int c = 0; c < 32; ++c) s += qi[b * 32 + c];
+                corr[size_t(i) * size_t(nb) + size_t(b)] = -128 * s;
+            }
         }
     }
-    // Batched VNNI kernel: each activation row's scales expanded once, shared by all tiles.
-    std::vector<float> dxe;
-    if (use_vnni_ && m > 1) {
-        const size_t es = expanded_scales_size(cols_);
-        dxe.resize(size_t(m) * es);
-        for (int i = 0; i < m; ++i) expand_scales_q8_vnni(dx.data() + size_t(i) * size_t(nb), cols_, dxe.data() + size_t(i) * es);
+    if (use_vnni_) {
+        // Decode (small m) streams weights from DRAM: contiguous ranges of panels per
+        // thread keep the hardware prefetchers on one long stream each. Prefill is
+        // compute-bound: balance dynamically.
+        const int64_t panels = (rows_ + kQ8PanelRows - 1) / kQ8PanelRows;
+        auto panel = [&](int64_t p) {
+            q8_vnni_gemm(packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p, p + 1);
+        };
+        if (m <= 4) {
+#pragma omp parallel for schedule(static)
+            for (int64_t p = 0; p < panels; ++p) panel(p);
+        } else {
+#pragma omp parallel for schedule(dynamic, 1)
+            for (int64_t p = 0; p < panels; ++p) panel(p);
+        }
+        return;
     }
-    // Tiles of weight rows: each tile's rows stay in cache while every activation row passes.
-    // Decode (small m) streams weights from DRAM: contiguous halves per thread keep the
-    // hardware prefetchers on one long stream each. Prefill is compute-bound: balance.
     const int64_t tile = m > 4 ? 16 : 64;
     const int64_t num_tiles = (rows_ + tile - 1) / tile;
     auto tile_rows = [&](int64_t t) {
         const int64_t r0 = t * tile, r1 = std::min(rows_, r0 + tile);
-        if (use_vnni_) {
-            quant_rows_q8_vnni(packed_.data(), row_stride_, rows_, cols_, reinterpret_cast<const uint8_t*>(qx.data()),
-                               dx.data(), m, y, r0, r1, dxe.empty() ? nullptr : dxe.data());
-        } else {
-            quant_rows(uint32_t(type_), packed_.data(), row_stride_, rows_, cols_, qx.data(), dx.data(), m, y, r0, r1);
-        }
+        quant_rows(uint32_t(type_), packed_.data(), row_stride_, rows_, cols_, qx.data(), dx.data(), m, y, r0, r1);
     };
     if (m <= 4) {
 #pragma omp parallel for schedule(static)
