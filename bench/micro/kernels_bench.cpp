@@ -93,6 +93,7 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
         }
         b->Args({int64_t(t), 512, 5632, 2048});  // prefill peak
         b->Args({int64_t(t), 1, 65536, 2048});   // decode, out of cache (TinyLlama-sized stream)
+        b->Args({int64_t(t), 16, 65536, 2048});  // batched decode, out of cache
     }
 }
 BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->Unit(benchmark::kMillisecond)->UseRealTime();

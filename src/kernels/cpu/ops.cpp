@@ -107,19 +107,22 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
         }
     }
     if (use_vnni_) {
-        // Decode (small m) streams weights from DRAM: contiguous ranges of panels per
-        // thread keep the hardware prefetchers on one long stream each. Prefill is
-        // compute-bound: balance dynamically.
         const int64_t panels = (rows_ + kQ8PanelRows - 1) / kQ8PanelRows;
-        auto panel = [&](int64_t p) {
-            q8_vnni_gemm(packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p, p + 1);
-        };
-        if (m <= 4) {
-#pragma omp parallel for schedule(static)
-            for (int64_t p = 0; p < panels; ++p) panel(p);
+        // Decode batches (m <= 64) give each thread one contiguous range of panels (one
+        // stream, and the kernel prefetches the next panel of its range); prefill is
+        // compute-bound: balance dynamically.
+        if (m <= 64) {
+#pragma omp parallel
+            {
+                const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+                const int64_t p0 = panels * id / nt, p1 = panels * (id + 1) / nt;
+                q8_vnni_gemm(packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p0, p1);
+            }
         } else {
 #pragma omp parallel for schedule(dynamic, 1)
-            for (int64_t p = 0; p < panels; ++p) panel(p);
+            for (int64_t p = 0; p < panels; ++p) {
+                q8_vnni_gemm(packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p, p + 1);
+            }
         }
         return;
     }

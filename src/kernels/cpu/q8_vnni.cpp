@@ -75,7 +75,7 @@ PAGODA_VNNI inline __m512i bcast4(const int8_t* p) {
 // then convert, times the 16 weight scales of the half, FMA with the activation scale
 // into the float sums.
 template <int N>
-PAGODA_VNNI void panel_rows(const Gemm& g, int64_t panel, int i0) {
+PAGODA_VNNI void panel_rows(const Gemm& g, int64_t panel, int i0, const uint8_t* prefetch) {
     const uint8_t* wp = g.packed + size_t(panel) * g.panel_bytes;
     const int8_t* x[N];
     const float* dx[N];
@@ -89,6 +89,10 @@ PAGODA_VNNI void panel_rows(const Gemm& g, int64_t panel, int i0) {
     for (int i = 0; i < N; ++i) out[0][i] = out[1][i] = _mm512_setzero_ps();
     for (int b = 0; b < g.nb; ++b) {
         const uint8_t* wb = wp + size_t(b) * kQ8PanelBlockBytes;
+        if (prefetch != nullptr) {
+            const char* pf = reinterpret_cast<const char*>(prefetch) + size_t(b) * kQ8PanelBlockBytes;
+            for (int l = 0; l < int(kQ8PanelBlockBytes / 64); ++l) _mm_prefetch(pf + l * 64, _MM_HINT_T1);
+        }
         __m512i acc[2][N];
         for (int i = 0; i < N; ++i) acc[0][i] = acc[1][i] = _mm512_set1_epi32(cr[i][b]);
         for (int k = 0; k < 8; ++k) {
@@ -125,14 +129,17 @@ void q8_vnni_gemm(const uint8_t* packed, int64_t rows, int64_t cols, const int8_
                   const int32_t* corr, int m, float* y, int64_t p0, int64_t p1) {
     const Gemm g{packed, q8_vnni_panel_bytes(cols), int(cols / 32), rows, size_t(cols), qx, dx, corr, y};
     for (int64_t p = p0; p < p1; ++p) {
+        // Several passes over a panel (m > 6): the first one fetches the next panel into
+        // L2 so that its first pass does not wait on DRAM with the prefetchers behind.
+        const uint8_t* next = m > kRowsPerPass && p + 1 < p1 ? packed + size_t(p + 1) * g.panel_bytes : nullptr;
         int i = 0;
-        for (; i + kRowsPerPass <= m; i += kRowsPerPass) panel_rows<kRowsPerPass>(g, p, i);
+        for (; i + kRowsPerPass <= m; i += kRowsPerPass) panel_rows<kRowsPerPass>(g, p, i, i == 0 ? next : nullptr);
         switch (m - i) {
-            case 5: panel_rows<5>(g, p, i); break;
-            case 4: panel_rows<4>(g, p, i); break;
-            case 3: panel_rows<3>(g, p, i); break;
-            case 2: panel_rows<2>(g, p, i); break;
-            case 1: panel_rows<1>(g, p, i); break;
+            case 5: panel_rows<5>(g, p, i, nullptr); break;
+            case 4: panel_rows<4>(g, p, i, nullptr); break;
+            case 3: panel_rows<3>(g, p, i, nullptr); break;
+            case 2: panel_rows<2>(g, p, i, nullptr); break;
+            case 1: panel_rows<1>(g, p, i, nullptr); break;
             default: break;
         }
     }
