@@ -65,15 +65,18 @@ std::vector<uint8_t> make_weights(TensorType t, int64_t rows, int64_t cols, uint
 
 class MatmulVsRef : public ::testing::TestWithParam<std::tuple<TensorType, int>> {};
 
-// Q8_0 on this CPU may take the AVX-512 VNNI path; check the portable Highway path too.
+// Q8_0 and Q4_0 on this CPU may take the AVX-512 VNNI path; check the portable Highway
+// path too, and that the two agree to float rounding (same integer dots, same scales).
 // Shapes: an odd block count, row counts that fill no 32-row panel or a panel and a
 // half (the tail rows are padding that must not be written), and activation row counts
 // around the kernel's 6-row pass.
-TEST(Kernels, Q8PortableAndVnniPathsAgree) {
-    for (int64_t rows : {40, 16, 70}) {
+TEST(Kernels, QuantPortableAndVnniPathsAgree) {
+    for (auto [type, rows] : {std::pair{TensorType::kQ8_0, 40}, {TensorType::kQ8_0, 16}, {TensorType::kQ8_0, 70},
+                              {TensorType::kQ4_0, 40}, {TensorType::kQ4_0, 70}}) {
+        SCOPED_TRACE(formats::tensor_type_name(type));
         const int64_t cols = 32 * 7;
-        const auto wbytes = make_weights(TensorType::kQ8_0, rows, cols, 5);
-        const WeightView w{TensorType::kQ8_0, rows, cols, wbytes.data()};
+        const auto wbytes = make_weights(type, rows, cols, 5);
+        const WeightView w{type, rows, cols, wbytes.data()};
         for (int m : {1, 3, 6, 7, 13}) {
             const auto x = randn(size_t(m * cols), 6);
             std::vector<float> want(size_t(m * rows)), fast(want.size() + 64, -7.0f), portable(want.size());

@@ -8,7 +8,7 @@
 
 #include "base/check.h"
 #include "base/half.h"
-#include "kernels/cpu/q8_vnni.h"
+#include "kernels/cpu/quant_vnni.h"
 #include "kernels/cpu/simd_dispatch.h"
 #include "kernels/ref/ops.h"
 
@@ -16,7 +16,8 @@ namespace pagoda::kernels::cpu {
 
 namespace {
 bool g_force_portable = false;
-}
+VnniWeights vnni_of(TensorType t) { return t == TensorType::kQ8_0 ? VnniWeights::kQ8_0 : VnniWeights::kQ4_0; }
+}  // namespace
 void set_force_portable_kernels(bool on) { g_force_portable = on; }
 bool force_portable_kernels() { return g_force_portable; }
 
@@ -47,22 +48,23 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
     }
     std::unique_ptr<QuantMatmul> q(new QuantMatmul());
     q->type_ = w.type;
-    q->use_vnni_ = w.type == TensorType::kQ8_0 && have_avx512_vnni() && !force_portable_kernels();
+    q->use_vnni_ = have_avx512_vnni() && !force_portable_kernels();
     q->rows_ = w.rows;
     q->cols_ = w.cols;
     const bool q8 = w.type == TensorType::kQ8_0;
     const int64_t nb = w.cols / 32;
     if (q->use_vnni_) {
-        // Panels of 32 rows in the vpdpbusd layout (see q8_vnni.h).
-        const int64_t panels = (w.rows + kQ8PanelRows - 1) / kQ8PanelRows;
-        q->row_stride_ = q8_vnni_panel_bytes(w.cols);
+        // Panels of 32 rows in the vpdpbusd layout (see quant_vnni.h).
+        const VnniWeights vt = vnni_of(w.type);
+        const int64_t panels = (w.rows + kVnniPanelRows - 1) / kVnniPanelRows;
+        q->row_stride_ = vnni_panel_bytes(vt, w.cols);
         PAGODA_ASSIGN_OR_RETURN(q->packed_, HugeBuffer::allocate(q->row_stride_ * size_t(panels)));
 #pragma omp parallel for schedule(static)
         for (int64_t p = 0; p < panels; ++p) {
-            const uint8_t* src[kQ8PanelRows];
-            const int valid = int(std::min<int64_t>(kQ8PanelRows, w.rows - p * kQ8PanelRows));
-            for (int r = 0; r < valid; ++r) src[r] = w.row(p * kQ8PanelRows + r);
-            pack_q8_vnni_panel(src, valid, w.cols, q->packed_.data() + size_t(p) * q->row_stride_);
+            const uint8_t* src[kVnniPanelRows];
+            const int valid = int(std::min<int64_t>(kVnniPanelRows, w.rows - p * kVnniPanelRows));
+            for (int r = 0; r < valid; ++r) src[r] = w.row(p * kVnniPanelRows + r);
+            pack_vnni_panel(vt, src, valid, w.cols, q->packed_.data() + size_t(p) * q->row_stride_);
         }
         return q;
     }
@@ -98,16 +100,17 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
     for (int i = 0; i < m; ++i) {
         int8_t* qi = qx.data() + size_t(i) * size_t(cols_);
         quantize_q8(x + size_t(i) * size_t(cols_), int(cols_), qi, dx.data() + size_t(i) * size_t(nb));
-        if (use_vnni_) {  // the weights carry +128 (unsigned for vpdpbusd): remove 128 sum(x) per block
+        if (use_vnni_) {  // the packed weights carry an offset (unsigned for vpdpbusd): remove it
+            const int offset = vnni_weight_offset(vnni_of(type_));
             for (int b = 0; b < nb; ++b) {
                 int32_t s = 0;
                 for (int c = 0; c < 32; ++c) s += qi[b * 32 + c];
-                corr[size_t(i) * size_t(nb) + size_t(b)] = -128 * s;
+                corr[size_t(i) * size_t(nb) + size_t(b)] = -offset * s;
             }
         }
     }
     if (use_vnni_) {
-        const int64_t panels = (rows_ + kQ8PanelRows - 1) / kQ8PanelRows;
+        const int64_t panels = (rows_ + kVnniPanelRows - 1) / kVnniPanelRows;
         // Decode batches (m <= 64) give each thread one contiguous range of panels (one
         // stream, and the kernel prefetches the next panel of its range); prefill is
         // compute-bound: balance dynamically.
@@ -116,12 +119,12 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
             {
                 const int nt = omp_get_num_threads(), id = omp_get_thread_num();
                 const int64_t p0 = panels * id / nt, p1 = panels * (id + 1) / nt;
-                q8_vnni_gemm(packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p0, p1);
+                vnni_gemm(vnni_of(type_), packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p0, p1);
             }
         } else {
 #pragma omp parallel for schedule(dynamic, 1)
             for (int64_t p = 0; p < panels; ++p) {
-                q8_vnni_gemm(packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p, p + 1);
+                vnni_gemm(vnni_of(type_), packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p, p + 1);
             }
         }
         return;

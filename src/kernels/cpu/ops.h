@@ -48,9 +48,9 @@ float sum_f32(const float* a, int64_t n);                 // streaming read
 // Quantizes x[n] (n % 32 == 0) to int8 with one float scale per 32 values.
 void quantize_q8(const float* x, int n, int8_t* q, float* d);
 
-// Q8_0/Q4_0 matmul with weights repacked once: on CPUs with AVX-512 VNNI, Q8_0 goes into
-// 32-row panels for vpdpbusd (q8_vnni.h); otherwise rows of values apart from f32 scales
-// for the Highway kernels. run() is thread-safe.
+// Q8_0/Q4_0 matmul with weights repacked once: on CPUs with AVX-512 VNNI into 32-row
+// panels for vpdpbusd (quant_vnni.h); otherwise rows of values apart from f32 scales for
+// the Highway kernels. run() is thread-safe.
 class QuantMatmul {
   public:
     static Result<std::unique_ptr<QuantMatmul>> create(const WeightView& w);
@@ -60,11 +60,11 @@ class QuantMatmul {
   private:
     QuantMatmul() = default;
     TensorType type_ = TensorType::kQ8_0;
-    bool use_vnni_ = false;  // AVX-512 VNNI path for Q8_0 (decided once, at creation)
+    bool use_vnni_ = false;  // AVX-512 VNNI path (decided once, at creation)
     int64_t rows_ = 0, cols_ = 0;
     size_t row_stride_ = 0;  // bytes per packed row (per 32-row panel for the VNNI path)
     // Portable: one stream per row: values (int8 for Q8_0, 16 bytes of nibbles per block
-    // for Q4_0), then cols/32 f32 scales. VNNI: panels as q8_vnni.h describes.
+    // for Q4_0), then cols/32 f32 scales. VNNI: panels as quant_vnni.h describes.
     HugeBuffer packed_;
 };
 

@@ -1,0 +1,51 @@
+#pragma once
+// Q8_0 and Q4_0 x Q8 matmul with AVX-512 VNNI (vpdpbusd: 64 int8 products per
+// instruction), chosen at run time when the CPU has it; the Highway kernels serve every
+// other CPU. Pure functions; thread-safe.
+//
+// Weights are repacked once into panels of 32 rows laid out for vpdpbusd, which
+// multiplies unsigned bytes (the weights) by signed bytes (the activations) and sums
+// groups of four into 32-bit lanes. Per 32-block a panel holds, for rows 0-15 then rows
+// 16-31, vectors of [16 rows][4 consecutive columns], then the block's 16 + 16 fp16
+// scales (as stored in the file):
+//   Q8_0: 8 vectors per half of w + 128 (1088 bytes a block, 17 cache lines);
+//   Q4_0: 4 vectors per half, each byte the file's own nibble pair (low nibble column
+//         c, high nibble column c + 16; values w + 8), unpacked in registers with one
+//         AND and one shift (576 bytes a block, 9 cache lines).
+// A panel is one linear stream and panels follow each other, so decode reads the matrix
+// front to back. The activation is broadcast four bytes at a time: there is no
+// horizontal sum, each output row lives in one lane, and the weight offset is removed
+// by starting the integer accumulator at -offset * sum(x) of the block (one value per
+// activation row and block, computed when the activations are quantized).
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pagoda::kernels::cpu {
+
+bool have_avx512_vnni();
+
+constexpr int kVnniPanelRows = 32;
+
+enum class VnniWeights { kQ8_0, kQ4_0 };
+
+// Bytes of one packed 32-block of a panel, and of one panel (32 rows x cols); both are
+// multiples of 64.
+inline size_t vnni_panel_block_bytes(VnniWeights t) { return t == VnniWeights::kQ8_0 ? 1088 : 576; }
+inline size_t vnni_panel_bytes(VnniWeights t, int64_t cols) { return size_t(cols / 32) * vnni_panel_block_bytes(t); }
+// The offset the packed weights carry: corr = -offset * sum(x) per block.
+inline int vnni_weight_offset(VnniWeights t) { return t == VnniWeights::kQ8_0 ? 128 : 8; }
+
+// Packs up to 32 rows (src_rows[r] = row r's Q8_0 or Q4_0 blocks as in the file; rows
+// from valid_rows on are zero with scale 0) into `dst` (vnni_panel_bytes bytes).
+void pack_vnni_panel(VnniWeights t, const uint8_t* const* src_rows, int valid_rows, int64_t cols, uint8_t* dst);
+
+// y[i][r] for panels [p0, p1) against m activation rows: qx signed int8 (row stride
+// cols), dx one scale per 32-block, corr = -offset * sum(qx) per 32-block (row stride
+// cols/32). y row stride `rows`; rows past `rows` in the last panel are not written.
+// Every output value is computed by the same sequence of operations whatever m or the
+// panel range (greedy decoding stays batch-invariant).
+void vnni_gemm(VnniWeights t, const uint8_t* packed, int64_t rows, int64_t cols, const int8_t* qx, const float* dx,
+               const int32_t* corr, int m, float* y, int64_t p0, int64_t p1);
+
+}  // namespace pagoda::kernels::cpu
