@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "kernels/cpu/ops.h"
 #include "tokenizer/detokenizer.h"
 
 namespace pagoda::engine {
@@ -168,7 +169,10 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& m, const EngineConf
              e->cfg_.sched.knobs.max_num_batched_tokens, e->cfg_.enable_prefix_caching ? "on" : "off",
              e->cfg_.sched.enable_chunked_prefill ? "on" : "off");
     e->heartbeat_.store(Clock::now().time_since_epoch().count());
-    e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
+    e->thread_ = std::thread([raw = e.get()] {
+        kernels::cpu::adopt_num_threads();  // OpenMP keeps --threads per thread
+        raw->loop();
+    });
     return e;
 }
 

@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
+
+#include <omp.h>
 
 #include "base/half.h"
 #include "kernels/cpu/ops.h"
@@ -235,6 +238,26 @@ TEST_P(AttentionVsRef, Matches) {
 INSTANTIATE_TEST_SUITE_P(Layouts, AttentionVsRef,
                          ::testing::Combine(::testing::Values(KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16),
                                             ::testing::Values(8, 16, 48, 128)));
+
+// OpenMP keeps the thread count per thread: --threads set on the main thread must reach
+// the engine thread (it once did not, and the engine ran on every CPU).
+TEST(Kernels, ThreadCountReachesOtherThreads) {
+    const int before = cpu::num_threads();
+    cpu::set_num_threads(1);
+    int seen = 0, in_region = 0;
+    std::thread([&] {
+        cpu::adopt_num_threads();
+        seen = cpu::num_threads();
+#pragma omp parallel
+        {
+#pragma omp single
+            in_region = omp_get_num_threads();
+        }
+    }).join();
+    cpu::set_num_threads(before);
+    EXPECT_EQ(seen, 1);
+    EXPECT_EQ(in_region, 1);
+}
 
 }  // namespace
 }  // namespace pagoda::kernels

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -21,8 +22,22 @@ VnniWeights vnni_of(TensorType t) { return t == TensorType::kQ8_0 ? VnniWeights:
 void set_force_portable_kernels(bool on) { g_force_portable = on; }
 bool force_portable_kernels() { return g_force_portable; }
 
-int num_threads() { return omp_get_max_threads(); }
-void set_num_threads(int n) { omp_set_num_threads(n); }
+namespace {
+std::atomic<int> g_num_threads{0};  // 0: OpenMP's default (OMP_NUM_THREADS or the CPU count)
+}  // namespace
+
+int num_threads() {
+    const int n = g_num_threads.load();
+    return n > 0 ? n : omp_get_max_threads();
+}
+void set_num_threads(int n) {
+    g_num_threads.store(n);
+    omp_set_num_threads(n);
+}
+void adopt_num_threads() {
+    const int n = g_num_threads.load();
+    if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);
+}
 
 void matmul(const WeightView& w, const float* x, int m, float* y) {
     if (w.type != TensorType::kQ8_0 && w.type != TensorType::kQ4_0) {
@@ -111,15 +126,21 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
     }
     if (use_vnni_) {
         const int64_t panels = (rows_ + kVnniPanelRows - 1) / kVnniPanelRows;
-        // Decode batches (m <= 64) give each thread one contiguous range of panels (one
-        // stream, and the kernel prefetches the next panel of its range); prefill is
-        // compute-bound: balance dynamically.
+        // Decode batches (m <= 64) stream weights from DRAM: a few contiguous ranges of
+        // panels per thread (one stream each; the kernel prefetches the next panel of its
+        // range), handed out dynamically so a thread slowed by its neighbours on the host
+        // does not hold the other at the barrier. Prefill is compute-bound: one panel at a time.
+        constexpr int kRangesPerThread = 4;
         if (m <= 64) {
 #pragma omp parallel
             {
-                const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-                const int64_t p0 = panels * id / nt, p1 = panels * (id + 1) / nt;
-                vnni_gemm(vnni_of(type_), packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p0, p1);
+                const int nt = omp_get_num_threads();
+                const int64_t nchunks = int64_t(nt) * kRangesPerThread;
+#pragma omp for schedule(dynamic, 1)
+                for (int64_t c = 0; c < nchunks; ++c) {
+                    const int64_t p0 = panels * c / nchunks, p1 = panels * (c + 1) / nchunks;
+                    vnni_gemm(vnni_of(type_), packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p0, p1);
+                }
             }
         } else {
 #pragma omp parallel for schedule(dynamic, 1)

@@ -37,9 +37,12 @@ const char* simd_target_name();
 void set_force_portable_kernels(bool on);
 bool force_portable_kernels();
 
-// Number of threads in the compute pool (OpenMP).
+// Number of threads in the compute pool (OpenMP). OpenMP keeps the thread count per
+// thread: set_num_threads records it for the process, and every thread that opens
+// parallel regions (the engine loop, load-time workers) calls adopt_num_threads() first.
 int num_threads();
 void set_num_threads(int n);
+void adopt_num_threads();
 
 // SIMD building blocks (exposed for benchmarks and tests).
 float dot_f32(const float* a, const float* b, int n);
