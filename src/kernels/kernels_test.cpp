@@ -240,7 +240,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, AttentionVsRef,
                                             ::testing::Values(8, 16, 48, 128)));
 
 // OpenMP keeps the thread count per thread: --threads set on the main thread must reach
-// the engine thread (it once did not, and the engine ran on every CPU).
+// the engine thread (it once did not: `--threads 1` still ran the engine on every CPU).
 TEST(Kernels, ThreadCountReachesOtherThreads) {
     const int before = cpu::num_threads();
     cpu::set_num_threads(1);

@@ -1,7 +1,5 @@
 #include "model/model.h"
 
-#include "base/transient_thread.h"
-
 #include <cmath>
 #include <cstring>
 
@@ -20,14 +18,6 @@ Result<OpenedGguf> open_gguf(const std::string& path) {
 }
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, LoadOptions opts) {
-    // Packing runs OpenMP loops: keep their worker pool off the caller's thread.
-    return run_on_transient_thread([&] {
-        kernels::cpu::adopt_num_threads();
-        return load_here(path, opts);
-    });
-}
-
-Result<std::unique_ptr<Model>> Model::load_here(const std::string& path, LoadOptions opts) {
     std::unique_ptr<Model> m(new Model());
     PAGODA_ASSIGN_OR_RETURN(OpenedGguf o, open_gguf(path));
     m->file_ = std::move(o.file);
@@ -102,13 +92,6 @@ Status Model::check_batch(const ForwardBatch& b, int block_size) const {
 }
 
 int Model::prepare_kernels(int max_tokens, int max_logits_rows) {
-    return run_on_transient_thread([&] {
-        kernels::cpu::adopt_num_threads();
-        return prepare_kernels_here(max_tokens, max_logits_rows);
-    });
-}
-
-int Model::prepare_kernels_here(int max_tokens, int max_logits_rows) {
     int n = 0;
     auto prep = [&](const Linear& l, int m) {
         if (l.dense) n += l.dense->prepare(m);

@@ -45,9 +45,6 @@ class Model {
 
   private:
     Model() = default;
-    // load() and prepare_kernels() run these on a transient thread (base/transient_thread.h).
-    static Result<std::unique_ptr<Model>> load_here(const std::string& path, LoadOptions opts);
-    int prepare_kernels_here(int max_tokens, int max_logits_rows);
     void embed(const ForwardBatch& b, float* x) const;
     Status check_batch(const ForwardBatch& b, int block_size) const;
 
