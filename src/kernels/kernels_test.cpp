@@ -9,6 +9,7 @@
 
 #include "base/half.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd_dispatch.h"
 #include "kernels/ref/ops.h"
 
 namespace pagoda::kernels {
@@ -201,6 +202,25 @@ TEST(Kernels, RopeMatchesReference) {
         ref::rope(a.data(), 4, 64, 1234, p);
         cpu::rope(b.data(), 4, 64, 1234, p);
         EXPECT_LT(rel_err(b, a), 1e-6);
+    }
+}
+
+// The attention helpers restructure loops (four keys per pass, register-resident output)
+// but promise DotF32's and AXPY's exact arithmetic: equal bit for bit, so attention
+// stays what it was and batch-invariant.
+TEST(Kernels, AttentionHelpersEqualDotAndAxpyExactly) {
+    for (int hd : {64, 128, 40, 8}) {
+        for (int n : {1, 3, 4, 7, 16, 17}) {
+            const auto q = randn(size_t(hd), 21), k = randn(size_t(n * hd), 22), p = randn(size_t(n), 23);
+            std::vector<float> scores(static_cast<size_t>(n)), out = randn(size_t(hd), 24), want_out = out;
+            cpu::score_rows(q.data(), k.data(), n, hd, 0.125f, scores.data());
+            for (int s = 0; s < n; ++s) {
+                ASSERT_EQ(scores[size_t(s)], cpu::dot_f32(q.data(), k.data() + size_t(s * hd), hd) * 0.125f) << hd << " " << n << " " << s;
+            }
+            cpu::weighted_rows(p.data(), k.data(), n, hd, out.data());
+            for (int s = 0; s < n; ++s) cpu::axpy_f32(p[size_t(s)], k.data() + size_t(s * hd), want_out.data(), hd);
+            for (int i = 0; i < hd; ++i) ASSERT_EQ(out[size_t(i)], want_out[size_t(i)]) << hd << " " << n << " " << i;
+        }
     }
 }
 
