@@ -17,14 +17,12 @@ namespace pagoda::kernels::cpu {
 
 namespace {
 bool g_force_portable = false;
+std::atomic<int> g_num_threads{0};  // 0: OpenMP's default (OMP_NUM_THREADS or the CPU count)
 VnniWeights vnni_of(TensorType t) { return t == TensorType::kQ8_0 ? VnniWeights::kQ8_0 : VnniWeights::kQ4_0; }
 }  // namespace
+
 void set_force_portable_kernels(bool on) { g_force_portable = on; }
 bool force_portable_kernels() { return g_force_portable; }
-
-namespace {
-std::atomic<int> g_num_threads{0};  // 0: OpenMP's default (OMP_NUM_THREADS or the CPU count)
-}  // namespace
 
 int num_threads() {
     const int n = g_num_threads.load();
@@ -131,22 +129,11 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
         // range), handed out dynamically so a thread slowed by its neighbours on the host
         // does not hold the other at the barrier. Prefill is compute-bound: one panel at a time.
         constexpr int kRangesPerThread = 4;
-        if (m <= 64) {
-#pragma omp parallel
-            {
-                const int nt = omp_get_num_threads();
-                const int64_t nchunks = int64_t(nt) * kRangesPerThread;
-#pragma omp for schedule(dynamic, 1)
-                for (int64_t c = 0; c < nchunks; ++c) {
-                    const int64_t p0 = panels * c / nchunks, p1 = panels * (c + 1) / nchunks;
-                    vnni_gemm(vnni_of(type_), packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p0, p1);
-                }
-            }
-        } else {
+        const int64_t ranges = m <= 64 ? std::min<int64_t>(panels, int64_t(omp_get_max_threads()) * kRangesPerThread) : panels;
 #pragma omp parallel for schedule(dynamic, 1)
-            for (int64_t p = 0; p < panels; ++p) {
-                vnni_gemm(vnni_of(type_), packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y, p, p + 1);
-            }
+        for (int64_t c = 0; c < ranges; ++c) {
+            vnni_gemm(vnni_of(type_), packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y,
+                      panels * c / ranges, panels * (c + 1) / ranges);
         }
         return;
     }

@@ -86,7 +86,7 @@ PAGODA_VNNI inline __m512i bcast4(const int8_t* p) {
 template <VnniWeights T, int N>
 PAGODA_VNNI void panel_rows(const Gemm& g, int64_t panel, int i0, const uint8_t* prefetch) {
     constexpr bool kQ8 = T == VnniWeights::kQ8_0;
-    constexpr size_t kBlockBytes = kQ8 ? 1088 : 576, kHalf = kQ8 ? 512 : 256;
+    constexpr size_t kBlockBytes = vnni_panel_block_bytes(T), kHalf = kQ8 ? 512 : 256;  // kHalf: 16 rows x 32 values
     const uint8_t* wp = g.packed + size_t(panel) * g.panel_bytes;
     const int8_t* x[N];
     const float* dx[N];

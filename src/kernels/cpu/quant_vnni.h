@@ -31,7 +31,7 @@ enum class VnniWeights { kQ8_0, kQ4_0 };
 
 // Bytes of one packed 32-block of a panel, and of one panel (32 rows x cols); both are
 // multiples of 64.
-inline size_t vnni_panel_block_bytes(VnniWeights t) { return t == VnniWeights::kQ8_0 ? 1088 : 576; }
+constexpr size_t vnni_panel_block_bytes(VnniWeights t) { return t == VnniWeights::kQ8_0 ? 1088 : 576; }
 inline size_t vnni_panel_bytes(VnniWeights t, int64_t cols) { return size_t(cols / 32) * vnni_panel_block_bytes(t); }
 // The offset the packed weights carry: corr = -offset * sum(x) per block.
 inline int vnni_weight_offset(VnniWeights t) { return t == VnniWeights::kQ8_0 ? 128 : 8; }
