@@ -1,6 +1,8 @@
 #include "model/model.h"
 
 #include <cmath>
+#include <optional>
+#include <thread>
 #include <cstring>
 
 #include "base/log.h"
@@ -17,7 +19,31 @@ Result<OpenedGguf> open_gguf(const std::string& path) {
     return o;
 }
 
+namespace {
+
+// OpenMP worker pools belong to the thread that opened the parallel region and live as
+// long as it. Packing weights (and oneDNN's reorders) run parallel loops; on the caller's
+// thread they would leave a second, idle pool beside the engine thread's, and libgomp,
+// then counting more threads than CPUs, would ignore GOMP_SPINCOUNT and sleep in futex
+// between every two parallel regions (apps/main.cpp explains the spin setting). So the
+// work runs on a thread that ends with it, taking its pool along.
+template <typename F>
+auto on_transient_thread(F&& f) -> decltype(f()) {
+    std::optional<decltype(f())> result;
+    std::thread([&] {
+        kernels::cpu::adopt_num_threads();
+        result.emplace(f());
+    }).join();
+    return std::move(*result);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, LoadOptions opts) {
+    return on_transient_thread([&] { return load_on_this_thread(path, opts); });
+}
+
+Result<std::unique_ptr<Model>> Model::load_on_this_thread(const std::string& path, LoadOptions opts) {
     std::unique_ptr<Model> m(new Model());
     PAGODA_ASSIGN_OR_RETURN(OpenedGguf o, open_gguf(path));
     m->file_ = std::move(o.file);
@@ -92,6 +118,10 @@ Status Model::check_batch(const ForwardBatch& b, int block_size) const {
 }
 
 int Model::prepare_kernels(int max_tokens, int max_logits_rows) {
+    return on_transient_thread([&] { return prepare_kernels_on_this_thread(max_tokens, max_logits_rows); });
+}
+
+int Model::prepare_kernels_on_this_thread(int max_tokens, int max_logits_rows) {
     int n = 0;
     auto prep = [&](const Linear& l, int m) {
         if (l.dense) n += l.dense->prepare(m);

@@ -45,6 +45,9 @@ class Model {
 
   private:
     Model() = default;
+    // load() and prepare_kernels() run these on a thread of their own (see model.cpp).
+    static Result<std::unique_ptr<Model>> load_on_this_thread(const std::string& path, LoadOptions opts);
+    int prepare_kernels_on_this_thread(int max_tokens, int max_logits_rows);
     void embed(const ForwardBatch& b, float* x) const;
     Status check_batch(const ForwardBatch& b, int block_size) const;
 
