@@ -1,11 +1,14 @@
 // libFuzzer target: encode arbitrary bytes with a SentencePiece and a byte-level BPE
-// vocabulary, decode arbitrary ids, stream them through the incremental detokenizer.
-// Valid UTF-8 must round-trip; streamed text must always be valid UTF-8.
+// vocabulary, decode arbitrary ids, stream them through the incremental detokenizer, and
+// split the bytes with every pre-tokenizer in the table. Valid UTF-8 must round-trip;
+// streamed text must always be valid UTF-8; pre-tokenizer pieces are non-empty and
+// concatenate to the input.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/mapped_file.h"
 #include "formats/gguf.h"
@@ -39,6 +42,29 @@ void check(const pagoda::tokenizer::Tokenizer& tok, const uint8_t* data, size_t 
     (void)ids;
 }
 
+// Every pre-tokenizer of the table, compiled once.
+void check_pre_tokenizers(const uint8_t* data, size_t size) {
+    using pagoda::tokenizer::PreTokenizer;
+    static const std::vector<PreTokenizer> all = [] {
+        std::vector<PreTokenizer> v;
+        for (const std::string& name : PreTokenizer::known_names()) {
+            auto p = PreTokenizer::create(name);
+            if (!p.ok()) std::abort();  // every table entry must compile
+            v.push_back(std::move(p).value());
+        }
+        return v;
+    }();
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    for (const PreTokenizer& p : all) {
+        size_t at = 0;
+        for (std::string_view piece : p.split(text)) {
+            if (piece.empty() || piece.data() != text.data() + at) std::abort();
+            at += piece.size();
+        }
+        if (at != text.size()) std::abort();
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -46,5 +72,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static auto bpe = load(PAGODA_SOURCE_DIR "/testdata/tokenizer-vectors/ggml-vocab-gpt-2.gguf");
     check(*spm->tok, data, size);
     check(*bpe->tok, data, size);
+    check_pre_tokenizers(data, size);
     return 0;
 }

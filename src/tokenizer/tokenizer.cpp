@@ -174,14 +174,17 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, EncodeOptions opts
         // Find the earliest special-token occurrence (longest first at the same place).
         size_t best_at = std::string_view::npos;
         TokenId best = kNoToken;
-        if (opts.parse_special == ParseSpecial::kYes) {
-            for (TokenId id : vocab_.specials) {
-                const std::string& t = vocab_.tokens[size_t(id)];
-                const size_t at = text.find(t, pos);
-                if (at != std::string_view::npos && (best_at == std::string_view::npos || at < best_at)) {
-                    best_at = at;
-                    best = id;
-                }
+        // User-defined tokens (type 4, e.g. the runs of spaces GPT-NeoX/MPT vocabularies add)
+        // always match whole, before pre-tokenization, as llama.cpp matches them; control
+        // tokens only when the caller asks for special-token parsing.
+        for (TokenId id : vocab_.specials) {
+            if (opts.parse_special == ParseSpecial::kNo && vocab_.types[size_t(id)] != TokenType::kUserDefined) {
+                continue;
+            }
+            const size_t at = text.find(vocab_.tokens[size_t(id)], pos);
+            if (at != std::string_view::npos && (best_at == std::string_view::npos || at < best_at)) {
+                best_at = at;
+                best = id;
             }
         }
         const size_t end = best_at == std::string_view::npos ? text.size() : best_at;
