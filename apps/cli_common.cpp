@@ -21,7 +21,9 @@ Result<int64_t> parse_memory(const std::string& s) {
         v = std::stod(s, &end);
     } catch (...) {
         return make_error(ErrorCode::kInvalidArgument,
-                          "memory size '{}' is not a number (examples: 512MiB, 2GiB, 1G, 0.25 for a fraction of RAM)", s);
+                          "memory size '{}' is not a number (examples: 512MiB, 2GiB, 1G, 0.25 for "
+                          "a fraction of RAM)",
+                          s);
     }
     std::string unit = s.substr(end);
     double mult = 1;
@@ -43,7 +45,8 @@ Result<int64_t> parse_memory(const std::string& s) {
     } else if (unit == "GiB") {
         mult = 1024.0 * 1024 * 1024;
     } else {
-        return make_error(ErrorCode::kInvalidArgument, "memory size '{}': unknown unit '{}' (allowed: K, KiB, M, MiB, G, GiB)",
+        return make_error(ErrorCode::kInvalidArgument,
+                          "memory size '{}': unknown unit '{}' (allowed: K, KiB, M, MiB, G, GiB)",
                           s, unit);
     }
     if (!(v > 0) || !std::isfinite(v)) {
@@ -62,8 +65,8 @@ void progress_bar(const char* what, size_t done, size_t total) {
     const int width = 40;
     const int filled = int(double(done) / double(total) * width);
     std::fprintf(stderr, "\r%s [%.*s%*s] %5.1f%% (%.2f / %.2f GB)", what, filled,
-                 "########################################", width - filled, "", 100.0 * double(done) / double(total),
-                 double(done) / 1e9, double(total) / 1e9);
+                 "########################################", width - filled, "",
+                 100.0 * double(done) / double(total), double(done) / 1e9, double(total) / 1e9);
     if (done >= total) std::fprintf(stderr, "\n");
     std::fflush(stderr);
 }

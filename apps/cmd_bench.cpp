@@ -2,16 +2,16 @@
 // a SQLite performance-baseline store, canary comparison of two endpoints, and capacity
 // sweeps. Exit status: 0 pass (or no criteria), 1 fail or regression, 2 bad input or an
 // unreachable server.
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "apps/cli_common.h"
@@ -70,10 +70,12 @@ int bad(const Error& e) {
 
 Result<Scenario> build_scenario(const BenchFlags& f) {
     Scenario s;
-    const bool quick = (f.rate > 0 || f.concurrency > 0) && f.scenario_file.empty() && f.preset_name.empty();
+    const bool quick =
+        (f.rate > 0 || f.concurrency > 0) && f.scenario_file.empty() && f.preset_name.empty();
     if (int(!f.scenario_file.empty()) + int(!f.preset_name.empty()) + int(quick) != 1) {
         return make_error(ErrorCode::kInvalidArgument,
-                          "say what load to send: one of --scenario FILE, --preset NAME, or --rate R / --concurrency C "
+                          "say what load to send: one of --scenario FILE, --preset NAME, or --rate "
+                          "R / --concurrency C "
                           "(presets: 1k, 4k, 32k, 50rps, 200rps, 500rps, mix-70-30, burst)");
     }
     if (!f.scenario_file.empty()) {
@@ -82,9 +84,12 @@ Result<Scenario> build_scenario(const BenchFlags& f) {
         PAGODA_ASSIGN_OR_RETURN(s, preset(f.preset_name));
     } else {
         if (f.rate > 0 && f.concurrency > 0) {
-            return make_error(ErrorCode::kInvalidArgument, "--rate (open loop) and --concurrency (closed loop) exclude each other");
+            return make_error(
+                ErrorCode::kInvalidArgument,
+                "--rate (open loop) and --concurrency (closed loop) exclude each other");
         }
-        s.name = f.rate > 0 ? fmt::format("rate-{}", f.rate) : fmt::format("concurrency-{}", f.concurrency);
+        s.name = f.rate > 0 ? fmt::format("rate-{}", f.rate)
+                            : fmt::format("concurrency-{}", f.concurrency);
         if (f.rate > 0) {
             Phase p;
             p.rate = f.rate;
@@ -105,17 +110,23 @@ Result<Scenario> build_scenario(const BenchFlags& f) {
     }
     if (f.scale != 1) s.scale(f.scale);
     if (!quick && f.rate > 0) {
-        // A scenario or preset at another rate: the first phase gets it, the others keep their ratio.
+        // A scenario or preset at another rate: the first phase gets it, the others keep their
+        // ratio.
         if (s.arrival.kind != Arrival::Kind::kOpen) {
-            return make_error(ErrorCode::kInvalidArgument, "--rate applies to open-loop scenarios; this one is {}",
-                              s.arrival.kind == Arrival::Kind::kClosed ? "a closed loop (use --concurrency)" : "a trace replay");
+            return make_error(ErrorCode::kInvalidArgument,
+                              "--rate applies to open-loop scenarios; this one is {}",
+                              s.arrival.kind == Arrival::Kind::kClosed
+                                  ? "a closed loop (use --concurrency)"
+                                  : "a trace replay");
         }
         double k = f.rate / s.arrival.phases[0].rate;
         for (auto& ph : s.arrival.phases) ph.rate *= k;
     }
     if (!quick && f.concurrency > 0) {
         if (s.arrival.kind != Arrival::Kind::kClosed) {
-            return make_error(ErrorCode::kInvalidArgument, "--concurrency applies to closed-loop scenarios; this one is open-loop (use --rate)");
+            return make_error(ErrorCode::kInvalidArgument,
+                              "--concurrency applies to closed-loop scenarios; this one is "
+                              "open-loop (use --rate)");
         }
         s.arrival.concurrency = f.concurrency;
     }
@@ -152,8 +163,10 @@ Result<Scenario> build_scenario(const BenchFlags& f) {
     if (!f.criteria.empty()) s.criteria.clear();
     for (const auto& text : f.criteria) {
         PAGODA_ASSIGN_OR_RETURN(Criterion c, parse_criterion(text));
-        if (!c.klass.empty() && std::none_of(s.classes.begin(), s.classes.end(), [&](const auto& k) { return k.name == c.klass; })) {
-            return make_error(ErrorCode::kInvalidArgument, "--criteria '{}': the scenario has no class '{}'", text, c.klass);
+        if (!c.klass.empty() && std::none_of(s.classes.begin(), s.classes.end(),
+                                             [&](const auto& k) { return k.name == c.klass; })) {
+            return make_error(ErrorCode::kInvalidArgument,
+                              "--criteria '{}': the scenario has no class '{}'", text, c.klass);
         }
         s.criteria.push_back(c);
     }
@@ -191,7 +204,8 @@ struct Prepared {
 Result<std::unique_ptr<Prepared>> prepare(const BenchFlags& f, Scenario s) {
     auto p = std::make_unique<Prepared>();
     p->s = std::move(s);
-    std::vector<std::string> urls = f.compare_endpoints.empty() ? std::vector<std::string>{f.url} : f.compare_endpoints;
+    std::vector<std::string> urls =
+        f.compare_endpoints.empty() ? std::vector<std::string>{f.url} : f.compare_endpoints;
     for (const auto& u : urls) {
         PAGODA_ASSIGN_OR_RETURN(Target t, connect_target(u, f.api_key, p->s.model));
         p->targets.push_back(std::move(t));
@@ -202,12 +216,17 @@ Result<std::unique_ptr<Prepared>> prepare(const BenchFlags& f, Scenario s) {
         PAGODA_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_gguf(*p->gguf.gguf));
         p->tok.emplace(std::move(tok));
         const tokenizer::Tokenizer* tk = &*p->tok;
-        counter = [tk](const std::string& text) -> Result<int64_t> { return int64_t(tk->encode(text).size()); };
+        counter = [tk](const std::string& text) -> Result<int64_t> {
+            return int64_t(tk->encode(text).size());
+        };
     } else {
         counter = server_token_counter(p->targets[0]);
         if (!counter) {
-            std::fprintf(stderr, "warning: %s has no /tokenize and no --tokenizer was given: prompt lengths are approximate "
-                                 "(about 4 characters a token)\n", f.url.c_str());
+            std::fprintf(stderr,
+                         "warning: %s has no /tokenize and no --tokenizer was given: prompt "
+                         "lengths are approximate "
+                         "(about 4 characters a token)\n",
+                         f.url.c_str());
             counter = approximate_token_counter();
         }
     }
@@ -215,26 +234,31 @@ Result<std::unique_ptr<Prepared>> prepare(const BenchFlags& f, Scenario s) {
     return p;
 }
 
-Result<std::vector<PlannedRequest>> plan_for(Prepared& p, const BenchFlags& f, uint64_t variant, int64_t* exact) {
+Result<std::vector<PlannedRequest>> plan_for(Prepared& p, const BenchFlags& f, uint64_t variant,
+                                             int64_t* exact) {
     PAGODA_ASSIGN_OR_RETURN(auto plan, make_plan(p.s));
     const int64_t max_len = p.targets[0].max_model_len;
     if (max_len > 0) {
         for (const auto& r : plan) {
             if (r.input_len + r.output_len > max_len) {
-                return make_error(ErrorCode::kInvalidArgument,
-                                  "class '{}' asks for {} prompt + {} output tokens, but the server's max_model_len is {}; "
-                                  "shrink the lengths (for example --scale {:.2g})",
-                                  p.s.classes[size_t(r.klass)].name, r.input_len, r.output_len, max_len,
-                                  double(max_len) / double(r.input_len + r.output_len) * 0.9 * f.scale);
+                return make_error(
+                    ErrorCode::kInvalidArgument,
+                    "class '{}' asks for {} prompt + {} output tokens, but the server's "
+                    "max_model_len is {}; "
+                    "shrink the lengths (for example --scale {:.2g})",
+                    p.s.classes[size_t(r.klass)].name, r.input_len, r.output_len, max_len,
+                    double(max_len) / double(r.input_len + r.output_len) * 0.9 * f.scale);
             }
         }
     }
     const bool tty = !f.no_progress && isatty(2);
-    PAGODA_TRY(fill_prompts(p.s, plan, *p.builder,
-                            [tty](size_t done, size_t total) {
-                                if (tty && (done % 16 == 0 || done == total)) progress_bar("preparing prompts", done, total);
-                            },
-                            exact, variant));
+    PAGODA_TRY(fill_prompts(
+        p.s, plan, *p.builder,
+        [tty](size_t done, size_t total) {
+            if (tty && (done % 16 == 0 || done == total))
+                progress_bar("preparing prompts", done, total);
+        },
+        exact, variant));
     return plan;
 }
 
@@ -243,7 +267,8 @@ struct OneRun {
     std::vector<Report> reports;  // per target
 };
 
-Result<OneRun> run_once(Prepared& p, const BenchFlags& f, uint64_t variant, const std::string& label) {
+Result<OneRun> run_once(Prepared& p, const BenchFlags& f, uint64_t variant,
+                        const std::string& label) {
     int64_t exact = 0;
     PAGODA_ASSIGN_OR_RETURN(auto plan, plan_for(p, f, p.nonce * 7919 + variant, &exact));
     int64_t synthesised = 0;
@@ -269,7 +294,8 @@ Result<OneRun> run_once(Prepared& p, const BenchFlags& f, uint64_t variant, cons
         r.prompts_synthesised = synthesised;
         r.server_metrics_json = metric_deltas_json(before[i], scrape_metrics(p.targets[i]));
         r.server_info_json = p.targets[i].info_json;
-        if (!r.aborted.empty() && r.aborted != "interrupted") r.verdict = "fail";  // a stop condition fired
+        if (!r.aborted.empty() && r.aborted != "interrupted")
+            r.verdict = "fail";  // a stop condition fired
         out.reports.push_back(std::move(r));
     }
     return out;
@@ -277,7 +303,8 @@ Result<OneRun> run_once(Prepared& p, const BenchFlags& f, uint64_t variant, cons
 
 json itl_ms(const RequestRecord& r) {
     json a = json::array();
-    for (size_t i = 1; i < r.token_s.size(); ++i) a.push_back(std::round((r.token_s[i] - r.token_s[i - 1]) * 1e6) / 1e3);
+    for (size_t i = 1; i < r.token_s.size(); ++i)
+        a.push_back(std::round((r.token_s[i] - r.token_s[i - 1]) * 1e6) / 1e3);
     return a;
 }
 
@@ -289,7 +316,9 @@ int run_bench(const BenchFlags& f) {
     auto sc = build_scenario(f);
     if (!sc) return bad(sc.error());
     if (f.compare_endpoints.size() == 2 && (!f.save_baseline.empty() || !f.compare.empty())) {
-        return bad(make_error(ErrorCode::kInvalidArgument, "--compare-endpoints does not mix with --save-baseline or --compare"));
+        return bad(
+            make_error(ErrorCode::kInvalidArgument,
+                       "--compare-endpoints does not mix with --save-baseline or --compare"));
     }
     std::unique_ptr<BaselineStore> store;
     if (!f.no_record || !f.save_baseline.empty() || !f.compare.empty()) {
@@ -307,8 +336,10 @@ int run_bench(const BenchFlags& f) {
             if (names) {
                 for (const auto& n : *names) list += (list.empty() ? "" : ", ") + n;
             }
-            return bad(make_error(ErrorCode::kNotFound, "no baseline named '{}' in {} (saved baselines: {})", f.compare,
-                                  f.db.empty() ? BaselineStore::default_path() : f.db, list.empty() ? "none" : list));
+            return bad(make_error(ErrorCode::kNotFound,
+                                  "no baseline named '{}' in {} (saved baselines: {})", f.compare,
+                                  f.db.empty() ? BaselineStore::default_path() : f.db,
+                                  list.empty() ? "none" : list));
         }
         base_rows = std::move(*rows);
     }
@@ -327,7 +358,8 @@ int run_bench(const BenchFlags& f) {
         last = std::move(*run);
         const Report& r = last.reports[0];
         if (last.reports.size() == 1) {
-            std::printf("%s%s", label.empty() ? "" : (label + ": ").c_str(), terminal_summary(r).c_str());
+            std::printf("%s%s", label.empty() ? "" : (label + ": ").c_str(),
+                        terminal_summary(r).c_str());
         }
         current.push_back(baseline_values(r));
         if (store && last.reports.size() == 1) {
@@ -346,9 +378,11 @@ int run_bench(const BenchFlags& f) {
             ids.push_back(*id);
         }
         if (r.overall.completed == 0 && r.overall.failed > 0) {
-            auto it = std::find_if(last.result.records.begin(), last.result.records.end(), [](const auto& x) { return !x.ok(); });
+            auto it = std::find_if(last.result.records.begin(), last.result.records.end(),
+                                   [](const auto& x) { return !x.ok(); });
             std::fprintf(stderr, "error: every request failed; first error: %s (%s)\n",
-                         it != last.result.records.end() ? it->error.c_str() : "?", it != last.result.records.end() ? it->error_kind.c_str() : "?");
+                         it != last.result.records.end() ? it->error.c_str() : "?",
+                         it != last.result.records.end() ? it->error_kind.c_str() : "?");
             if (it != last.result.records.end() && (it->error_kind == "connect")) return 2;
         }
     }
@@ -359,39 +393,51 @@ int run_bench(const BenchFlags& f) {
     if (!f.save_baseline.empty()) {
         auto st = store->save_baseline(f.save_baseline, ids);
         if (!st) return bad(st.error());
-        std::printf("saved baseline '%s' (%zu run%s)\n", f.save_baseline.c_str(), ids.size(), ids.size() == 1 ? "" : "s");
+        std::printf("saved baseline '%s' (%zu run%s)\n", f.save_baseline.c_str(), ids.size(),
+                    ids.size() == 1 ? "" : "s");
     }
     if (!f.compare.empty()) {
         std::vector<std::map<std::string, double>> base;
         for (const auto& r : base_rows) base.push_back(r.metrics);
         if (base_rows[0].scenario_hash != last.reports[0].scenario_hash) {
-            std::fprintf(stderr, "warning: baseline '%s' was recorded with a different scenario (hash %s, now %s)\n",
-                         f.compare.c_str(), base_rows[0].scenario_hash.c_str(), last.reports[0].scenario_hash.c_str());
+            std::fprintf(
+                stderr,
+                "warning: baseline '%s' was recorded with a different scenario (hash %s, now %s)\n",
+                f.compare.c_str(), base_rows[0].scenario_hash.c_str(),
+                last.reports[0].scenario_hash.c_str());
         }
         if (base_rows[0].model != last.reports[0].model) {
-            std::fprintf(stderr, "warning: baseline '%s' ran model '%s', this run '%s'\n", f.compare.c_str(),
-                         base_rows[0].model.c_str(), last.reports[0].model.c_str());
+            std::fprintf(stderr, "warning: baseline '%s' ran model '%s', this run '%s'\n",
+                         f.compare.c_str(), base_rows[0].model.c_str(),
+                         last.reports[0].model.c_str());
         }
         auto deltas = compare_runs(base, current, f.tolerance);
-        bool regression = std::any_of(deltas.begin(), deltas.end(), [](const auto& d) { return d.verdict == "regression"; });
-        std::printf("\ncompared with baseline '%s' (%zu run%s, %s):\n%s", f.compare.c_str(), base.size(),
-                    base.size() == 1 ? "" : "s", base_rows[0].created_at.c_str(), deltas_table(deltas).c_str());
+        bool regression = std::any_of(deltas.begin(), deltas.end(),
+                                      [](const auto& d) { return d.verdict == "regression"; });
+        std::printf("\ncompared with baseline '%s' (%zu run%s, %s):\n%s", f.compare.c_str(),
+                    base.size(), base.size() == 1 ? "" : "s", base_rows[0].created_at.c_str(),
+                    deltas_table(deltas).c_str());
         std::printf("regression verdict: %s\n", regression ? "REGRESSION" : "ok");
-        out["comparison"] = {{"baseline", f.compare}, {"metrics", deltas_json(deltas)}, {"regression", regression}};
+        out["comparison"] = {
+            {"baseline", f.compare}, {"metrics", deltas_json(deltas)}, {"regression", regression}};
         if (regression) exit_code = 1;
     }
     if (last.reports.size() == 2) {
         const Report& a = last.reports[0];
         const Report& b = last.reports[1];
-        std::printf("A: %s\n%s\nB: %s\n%s", a.url.c_str(), terminal_summary(a).c_str(), b.url.c_str(), terminal_summary(b).c_str());
+        std::printf("A: %s\n%s\nB: %s\n%s", a.url.c_str(), terminal_summary(a).c_str(),
+                    b.url.c_str(), terminal_summary(b).c_str());
         json cmp = json::array();
         bool worse = false;
-        std::printf("\n%-10s %12s %12s %9s %10s  %s\n", "metric", "A median", "B median", "delta", "p-value", "verdict");
+        std::printf("\n%-10s %12s %12s %9s %10s  %s\n", "metric", "A median", "B median", "delta",
+                    "p-value", "verdict");
         for (const char* m : {"ttft", "tpot", "e2e"}) {
             std::vector<double> va, vb;
             for (const auto& r : last.result.records) {
                 if (!r.ok()) continue;
-                double v = std::string(m) == "ttft" ? r.ttft_ms() : std::string(m) == "tpot" ? r.tpot_ms() : r.e2e_ms();
+                double v = std::string(m) == "ttft"   ? r.ttft_ms()
+                           : std::string(m) == "tpot" ? r.tpot_ms()
+                                                      : r.e2e_ms();
                 if (std::isnan(v)) continue;
                 (r.target == 0 ? va : vb).push_back(v);
             }
@@ -399,16 +445,27 @@ int run_bench(const BenchFlags& f) {
             double ma = summarize(va).p50, mb = summarize(vb).p50;
             double delta = ma > 0 ? (mb - ma) / ma : 0;
             bool sig = mw.p_value < 0.05;
-            std::string verdict = !sig ? "same" : std::fabs(delta) <= f.tolerance ? "differs, within tolerance"
-                                  : delta > 0                                  ? "B worse"
-                                                                               : "B better";
+            std::string verdict = !sig                              ? "same"
+                                  : std::fabs(delta) <= f.tolerance ? "differs, within tolerance"
+                                  : delta > 0                       ? "B worse"
+                                                                    : "B better";
             worse = worse || verdict == "B worse";
-            std::printf("%-10s %12.1f %12.1f %8.1f%% %10.3g  %s\n", (std::string(m) + "_ms").c_str(), ma, mb, delta * 100,
-                        mw.p_value, verdict.c_str());
-            cmp.push_back({{"metric", std::string(m) + "_ms"}, {"a_median", ma}, {"b_median", mb}, {"delta_rel", delta},
-                           {"u", mw.u}, {"z", mw.z}, {"p_value", mw.p_value}, {"verdict", verdict}});
+            std::printf("%-10s %12.1f %12.1f %8.1f%% %10.3g  %s\n",
+                        (std::string(m) + "_ms").c_str(), ma, mb, delta * 100, mw.p_value,
+                        verdict.c_str());
+            cmp.push_back({{"metric", std::string(m) + "_ms"},
+                           {"a_median", ma},
+                           {"b_median", mb},
+                           {"delta_rel", delta},
+                           {"u", mw.u},
+                           {"z", mw.z},
+                           {"p_value", mw.p_value},
+                           {"verdict", verdict}});
         }
-        out = {{"schema", "pagoda-bench-compare/1"}, {"a", report_json(a)}, {"b", report_json(b)}, {"comparison", cmp},
+        out = {{"schema", "pagoda-bench-compare/1"},
+               {"a", report_json(a)},
+               {"b", report_json(b)},
+               {"comparison", cmp},
                {"verdict", worse ? "fail" : "pass"}};
         std::printf("canary verdict: %s\n", worse ? "FAIL (B is significantly worse)" : "pass");
         exit_code = worse ? 1 : 0;
@@ -424,13 +481,23 @@ int run_bench(const BenchFlags& f) {
     if (!f.requests_out.empty()) {
         std::string lines;
         for (const auto& r : last.result.records) {
-            json j = {{"class", p.s.classes[size_t(r.klass)].name}, {"target", r.target}, {"scheduled_s", r.scheduled_s},
-                      {"sent_s", r.sent_s}, {"first_token_s", r.first_token_s}, {"done_s", r.done_s},
-                      {"ttft_ms", r.first_token_s >= 0 ? json(r.ttft_ms()) : json(nullptr)}, {"e2e_ms", r.e2e_ms()},
-                      {"target_input_tokens", r.target_input}, {"target_output_tokens", r.target_output},
-                      {"prompt_tokens", r.prompt_tokens}, {"completion_tokens", r.completion_tokens},
-                      {"token_chunks", r.token_s.size()}, {"itl_ms", itl_ms(r)}, {"status", r.status},
-                      {"error_kind", r.ok() ? json(nullptr) : json(r.error_kind)}, {"error", r.ok() ? json(nullptr) : json(r.error)}};
+            json j = {{"class", p.s.classes[size_t(r.klass)].name},
+                      {"target", r.target},
+                      {"scheduled_s", r.scheduled_s},
+                      {"sent_s", r.sent_s},
+                      {"first_token_s", r.first_token_s},
+                      {"done_s", r.done_s},
+                      {"ttft_ms", r.first_token_s >= 0 ? json(r.ttft_ms()) : json(nullptr)},
+                      {"e2e_ms", r.e2e_ms()},
+                      {"target_input_tokens", r.target_input},
+                      {"target_output_tokens", r.target_output},
+                      {"prompt_tokens", r.prompt_tokens},
+                      {"completion_tokens", r.completion_tokens},
+                      {"token_chunks", r.token_s.size()},
+                      {"itl_ms", itl_ms(r)},
+                      {"status", r.status},
+                      {"error_kind", r.ok() ? json(nullptr) : json(r.error_kind)},
+                      {"error", r.ok() ? json(nullptr) : json(r.error)}};
             lines += j.dump() + "\n";
         }
         auto st = write_file(f.requests_out, lines);
@@ -446,30 +513,42 @@ int run_history(const BenchFlags& f) {
     auto rows = (*store)->history(f.history_limit);
     if (!rows) return bad(rows.error());
     if (rows->empty()) {
-        std::printf("no runs recorded in %s\n", f.db.empty() ? BaselineStore::default_path().c_str() : f.db.c_str());
+        std::printf("no runs recorded in %s\n",
+                    f.db.empty() ? BaselineStore::default_path().c_str() : f.db.c_str());
         return 0;
     }
-    std::printf("%-5s %-20s %-12s %-14s %-18s %9s %9s %9s %-7s %s\n", "id", "when (UTC)", "baseline", "scenario", "model",
-                "p99 ttft", "out tok/s", "req/s", "verdict", "url");
+    std::printf("%-5s %-20s %-12s %-14s %-18s %9s %9s %9s %-7s %s\n", "id", "when (UTC)",
+                "baseline", "scenario", "model", "p99 ttft", "out tok/s", "req/s", "verdict",
+                "url");
     for (const auto& r : *rows) {
-        auto m = [&](const char* k) { auto it = r.metrics.find(k); return it == r.metrics.end() ? NAN : it->second; };
-        std::printf("%-5lld %-20s %-12s %-14s %-18s %9.1f %9.1f %9.2f %-7s %s\n", (long long)r.id, r.created_at.c_str(),
-                    r.baseline.substr(0, 12).c_str(), r.scenario.substr(0, 14).c_str(), r.model.substr(0, 18).c_str(),
-                    m("p99_ttft_ms"), m("output_tokens_per_s"), m("requests_per_s"), r.verdict.c_str(), r.url.c_str());
+        auto m = [&](const char* k) {
+            auto it = r.metrics.find(k);
+            return it == r.metrics.end() ? NAN : it->second;
+        };
+        std::printf("%-5lld %-20s %-12s %-14s %-18s %9.1f %9.1f %9.2f %-7s %s\n", (long long)r.id,
+                    r.created_at.c_str(), r.baseline.substr(0, 12).c_str(),
+                    r.scenario.substr(0, 14).c_str(), r.model.substr(0, 18).c_str(),
+                    m("p99_ttft_ms"), m("output_tokens_per_s"), m("requests_per_s"),
+                    r.verdict.c_str(), r.url.c_str());
     }
     return 0;
 }
 
 int run_sweep(BenchFlags f) {
-    if (f.scenario_file.empty() && f.preset_name.empty() && f.rate <= 0 && f.concurrency <= 0 && !f.rates.empty()) {
+    if (f.scenario_file.empty() && f.preset_name.empty() && f.rate <= 0 && f.concurrency <= 0 &&
+        !f.rates.empty()) {
         f.rate = f.rates[0];
     }
     auto sc = build_scenario(f);
     if (!sc) return bad(sc.error());
     if (sc->arrival.kind != Arrival::Kind::kOpen) {
-        return bad(make_error(ErrorCode::kInvalidArgument, "sweep needs an open-loop scenario (a rate), not a closed loop or trace"));
+        return bad(
+            make_error(ErrorCode::kInvalidArgument,
+                       "sweep needs an open-loop scenario (a rate), not a closed loop or trace"));
     }
-    if (f.rates.empty()) return bad(make_error(ErrorCode::kInvalidArgument, "sweep needs --rates R1,R2,... (requests per second, rising)"));
+    if (f.rates.empty())
+        return bad(make_error(ErrorCode::kInvalidArgument,
+                              "sweep needs --rates R1,R2,... (requests per second, rising)"));
     if (sc->criteria.empty()) {
         sc->criteria.push_back(*parse_criterion(fmt::format("goodput_ratio >= {}", f.min_goodput)));
         sc->criteria.push_back(*parse_criterion("error_rate < 0.01"));
@@ -481,17 +560,18 @@ int run_sweep(BenchFlags f) {
     const double base_rate = sc->arrival.phases[0].rate;
     json steps = json::array();
     double capacity = 0;
-    std::printf("%8s %9s %9s %9s %9s %9s %8s  %s\n", "rate", "achieved", "ttft p50", "ttft p99", "tpot p99", "out tok/s",
-                "goodput", "verdict");
+    std::printf("%8s %9s %9s %9s %9s %9s %8s  %s\n", "rate", "achieved", "ttft p50", "ttft p99",
+                "tpot p99", "out tok/s", "goodput", "verdict");
     for (size_t i = 0; i < f.rates.size() && !g_interrupted; ++i) {
         p.s = *sc;
         for (auto& ph : p.s.arrival.phases) ph.rate *= f.rates[i] / base_rate;
         auto run = run_once(p, f, uint64_t(i), fmt::format("rate {}", f.rates[i]));
         if (!run) return bad(run.error());
         const Report& r = run->reports[0];
-        std::printf("%8.3g %9.3g %9.1f %9.1f %9.1f %9.1f %7.0f%%  %s\n", f.rates[i], r.overall.requests_per_s, r.overall.ttft.p50,
-                    r.overall.ttft.p99, r.overall.tpot.p99, r.overall.output_tokens_per_s, r.overall.goodput_ratio * 100,
-                    r.verdict.c_str());
+        std::printf("%8.3g %9.3g %9.1f %9.1f %9.1f %9.1f %7.0f%%  %s\n", f.rates[i],
+                    r.overall.requests_per_s, r.overall.ttft.p50, r.overall.ttft.p99,
+                    r.overall.tpot.p99, r.overall.output_tokens_per_s,
+                    r.overall.goodput_ratio * 100, r.verdict.c_str());
         std::fflush(stdout);
         json step = report_json(r);
         step.erase("series");
@@ -508,7 +588,10 @@ int run_sweep(BenchFlags f) {
         std::printf("capacity at SLO: none of the rates met %s\n", criteria.c_str());
     }
     if (!f.json_out.empty()) {
-        json out = {{"schema", "pagoda-bench-sweep/1"}, {"scenario", sc->name}, {"capacity_rps", capacity}, {"steps", steps}};
+        json out = {{"schema", "pagoda-bench-sweep/1"},
+                    {"scenario", sc->name},
+                    {"capacity_rps", capacity},
+                    {"steps", steps}};
         auto st = write_file(f.json_out, out.dump(2) + "\n");
         if (!st) return bad(st.error());
     }
@@ -516,31 +599,53 @@ int run_sweep(BenchFlags f) {
 }
 
 void add_load_flags(CLI::App* c, BenchFlags& f) {
-    c->add_option("--url", f.url, "Base URL of the OpenAI-compatible server")->capture_default_str();
+    c->add_option("--url", f.url, "Base URL of the OpenAI-compatible server")
+        ->capture_default_str();
     c->add_option("--api-key", f.api_key, "Sent as 'Authorization: Bearer KEY'");
     c->add_option("--model", f.model, "Model name to request (default: the server's first model)");
     c->add_option("--scenario", f.scenario_file, "TOML scenario file (see docs/bench.md)");
     c->add_option("--preset", f.preset_name, "Built-in scenario: " + preset_help());
-    c->add_option("--rate", f.rate, "Open loop at this many requests/s (with a scenario or preset: its first phase's rate, the others in proportion)")->check(CLI::PositiveNumber);
-    c->add_option("--concurrency", f.concurrency, "Quick run: closed loop with this many requests in flight")->check(CLI::PositiveNumber);
+    c->add_option("--rate", f.rate,
+                  "Open loop at this many requests/s (with a scenario or preset: its first phase's "
+                  "rate, the others in proportion)")
+        ->check(CLI::PositiveNumber);
+    c->add_option("--concurrency", f.concurrency,
+                  "Quick run: closed loop with this many requests in flight")
+        ->check(CLI::PositiveNumber);
     c->add_option("--process", f.process, "Arrival process of --rate: poisson, constant or gamma")
         ->check(CLI::IsMember({"poisson", "constant", "gamma"}))
         ->capture_default_str();
-    c->add_option("--burstiness", f.burstiness, "Gamma shape for --process gamma (1 = Poisson, < 1 burstier)")->check(CLI::PositiveNumber);
-    c->add_option("--duration", f.duration, "Run length, e.g. 30s or 2m (for a preset: stretches its phases)");
-    c->add_option("--requests", f.requests, "Send this many requests (quick runs default to 100)")->check(CLI::PositiveNumber);
-    c->add_option("--input-len", f.input_len, "Prompt tokens per request (quick run default 128; overrides a scenario's)")->check(CLI::PositiveNumber);
-    c->add_option("--output-len", f.output_len, "Output tokens per request (quick run default 128)")->check(CLI::PositiveNumber);
-    c->add_option("--warmup", f.warmup, "Leave requests sent in this first stretch out of the statistics");
-    c->add_option("--cooldown", f.cooldown, "Leave requests scheduled in this last stretch out of the statistics");
-    c->add_option("--scale", f.scale, "Multiply rates and lengths by this factor (e.g. 0.05 for a small machine)")
+    c->add_option("--burstiness", f.burstiness,
+                  "Gamma shape for --process gamma (1 = Poisson, < 1 burstier)")
+        ->check(CLI::PositiveNumber);
+    c->add_option("--duration", f.duration,
+                  "Run length, e.g. 30s or 2m (for a preset: stretches its phases)");
+    c->add_option("--requests", f.requests, "Send this many requests (quick runs default to 100)")
+        ->check(CLI::PositiveNumber);
+    c->add_option("--input-len", f.input_len,
+                  "Prompt tokens per request (quick run default 128; overrides a scenario's)")
+        ->check(CLI::PositiveNumber);
+    c->add_option("--output-len", f.output_len, "Output tokens per request (quick run default 128)")
+        ->check(CLI::PositiveNumber);
+    c->add_option("--warmup", f.warmup,
+                  "Leave requests sent in this first stretch out of the statistics");
+    c->add_option("--cooldown", f.cooldown,
+                  "Leave requests scheduled in this last stretch out of the statistics");
+    c->add_option("--scale", f.scale,
+                  "Multiply rates and lengths by this factor (e.g. 0.05 for a small machine)")
         ->check(CLI::Range(1e-6, 1e6));
     c->add_option("--seed", f.seed, "Random seed for arrivals, lengths and prompts");
-    c->add_option("--endpoint", f.endpoint, "completions or chat")->check(CLI::IsMember({"completions", "chat"}));
-    c->add_option("--criteria", f.criteria, "Acceptance criterion, repeatable: '[class:] METRIC OP NUMBER', e.g. 'p99_ttft_ms < 800'; replaces the scenario's");
-    c->add_option("--tokenizer", f.tokenizer, "GGUF file whose tokenizer counts prompt tokens (default: the server's /tokenize)");
+    c->add_option("--endpoint", f.endpoint, "completions or chat")
+        ->check(CLI::IsMember({"completions", "chat"}));
+    c->add_option("--criteria", f.criteria,
+                  "Acceptance criterion, repeatable: '[class:] METRIC OP NUMBER', e.g. "
+                  "'p99_ttft_ms < 800'; replaces the scenario's");
+    c->add_option(
+        "--tokenizer", f.tokenizer,
+        "GGUF file whose tokenizer counts prompt tokens (default: the server's /tokenize)");
     c->add_option("--json", f.json_out, "Write the JSON report here");
-    c->add_option("--db", f.db, "Baseline store (SQLite; default " + BaselineStore::default_path() + ")");
+    c->add_option("--db", f.db,
+                  "Baseline store (SQLite; default " + BaselineStore::default_path() + ")");
     c->add_flag("--no-progress", f.no_progress, "No live progress line even on a terminal");
 }
 
@@ -548,21 +653,27 @@ void add_load_flags(CLI::App* c, BenchFlags& f) {
 
 void add_bench(CLI::App& app, std::function<int()>& action) {
     static BenchFlags f;
-    auto* c = app.add_subcommand("bench",
-                                 "Load-test an OpenAI-compatible server: scenarios, SLO verdicts (exit 1 on fail), "
-                                 "baselines, canary comparison, capacity sweeps");
+    auto* c = app.add_subcommand(
+        "bench",
+        "Load-test an OpenAI-compatible server: scenarios, SLO verdicts (exit 1 on fail), "
+        "baselines, canary comparison, capacity sweeps");
     c->require_subcommand(0, 1);
     add_load_flags(c, f);
     c->add_option("--html", f.html_out, "Write a self-contained HTML report here");
-    c->add_option("--save-requests", f.requests_out, "Write every request's timings and token counts here (JSONL)");
+    c->add_option("--save-requests", f.requests_out,
+                  "Write every request's timings and token counts here (JSONL)");
     c->add_flag("--no-record", f.no_record, "Do not record the run in the baseline store");
-    c->add_option("--save-baseline", f.save_baseline, "Save this run (all --repeat runs) as the baseline NAME");
+    c->add_option("--save-baseline", f.save_baseline,
+                  "Save this run (all --repeat runs) as the baseline NAME");
     c->add_option("--compare", f.compare, "Compare with the baseline NAME; exit 1 on a regression");
-    c->add_option("--repeat", f.repeat, "Run the workload N times (noise band for baselines)")->check(CLI::Range(1, 100));
-    c->add_option("--tolerance", f.tolerance, "Smallest relative change called a regression or a canary difference")
+    c->add_option("--repeat", f.repeat, "Run the workload N times (noise band for baselines)")
+        ->check(CLI::Range(1, 100));
+    c->add_option("--tolerance", f.tolerance,
+                  "Smallest relative change called a regression or a canary difference")
         ->check(CLI::Range(0.0, 10.0))
         ->capture_default_str();
-    c->add_option("--compare-endpoints", f.compare_endpoints, "Interleave the workload over two URLs A B and test the difference")
+    c->add_option("--compare-endpoints", f.compare_endpoints,
+                  "Interleave the workload over two URLs A B and test the difference")
         ->expected(2);
     c->callback([c, &action] {
         if (c->get_subcommands().empty()) action = [] { return run_bench(f); };
@@ -573,10 +684,15 @@ void add_bench(CLI::App& app, std::function<int()>& action) {
     h->add_option("--limit", f.history_limit, "How many runs")->capture_default_str();
     h->callback([&action] { action = [] { return run_history(f); }; });
 
-    auto* s = c->add_subcommand("sweep", "Raise the rate step by step; report the highest rate that meets the criteria");
+    auto* s = c->add_subcommand(
+        "sweep", "Raise the rate step by step; report the highest rate that meets the criteria");
     add_load_flags(s, f);
-    s->add_option("--rates", f.rates, "Rates to try, rising, e.g. 1,2,4,8")->delimiter(',')->required();
-    s->add_option("--min-goodput", f.min_goodput, "Without criteria: the goodput ratio a step must reach")->capture_default_str();
+    s->add_option("--rates", f.rates, "Rates to try, rising, e.g. 1,2,4,8")
+        ->delimiter(',')
+        ->required();
+    s->add_option("--min-goodput", f.min_goodput,
+                  "Without criteria: the goodput ratio a step must reach")
+        ->capture_default_str();
     s->callback([&action] {
         f.no_record = true;
         action = [] { return run_sweep(f); };

@@ -2,10 +2,9 @@
 // from one prompt (streamed to stdout, speed on stderr) or from a file of prompts
 // submitted all at once (each result, then an aggregate line; --json for JSON lines).
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "apps/cli_common.h"
@@ -63,8 +62,8 @@ Status read_field(const json& j, const char* key, T& out, const std::string& whe
     try {
         out = j[key].get<T>();
     } catch (const json::exception&) {
-        return make_error(ErrorCode::kInvalidArgument, "{}: field '{}' has the wrong type ({})", where, key,
-                          j[key].type_name());
+        return make_error(ErrorCode::kInvalidArgument, "{}: field '{}' has the wrong type ({})",
+                          where, key, j[key].type_name());
     }
     return ok_status();
 }
@@ -89,9 +88,12 @@ Result<std::vector<Job>> read_prompts(const std::string& path, const engine::Sam
             try {
                 j = json::parse(line);
             } catch (const json::parse_error& e) {
-                return make_error(ErrorCode::kInvalidArgument, "{}:{}: not valid JSON: {}", path, no, e.what());
+                return make_error(ErrorCode::kInvalidArgument, "{}:{}: not valid JSON: {}", path,
+                                  no, e.what());
             }
-            if (!j.is_object()) return make_error(ErrorCode::kInvalidArgument, "{}:{}: expected a JSON object", path, no);
+            if (!j.is_object())
+                return make_error(ErrorCode::kInvalidArgument, "{}:{}: expected a JSON object",
+                                  path, no);
             auto& sp = job.request.sampling;
             if (j.contains("prompt") && j["prompt"].is_string()) {
                 job.prompt_text = j["prompt"].get<std::string>();
@@ -99,8 +101,10 @@ Result<std::vector<Job>> read_prompts(const std::string& path, const engine::Sam
             } else if (j.contains("prompt_token_ids")) {
                 PAGODA_TRY(read_field(j, "prompt_token_ids", job.request.prompt_ids, where));
             } else {
-                return make_error(ErrorCode::kInvalidArgument,
-                                  "{}:{}: needs \"prompt\" (a string) or \"prompt_token_ids\" (a list of ids)", path, no);
+                return make_error(
+                    ErrorCode::kInvalidArgument,
+                    "{}:{}: needs \"prompt\" (a string) or \"prompt_token_ids\" (a list of ids)",
+                    path, no);
             }
             PAGODA_TRY(read_field(j, "max_tokens", sp.max_tokens, where));
             PAGODA_TRY(read_field(j, "min_tokens", sp.min_tokens, where));
@@ -131,11 +135,13 @@ Result<std::vector<Job>> read_prompts(const std::string& path, const engine::Sam
             job.request.prompt_ids = tok.encode(line);
         }
         if (Status st = job.request.sampling.validate(); !st.ok()) {
-            return make_error(ErrorCode::kInvalidArgument, "{}:{}: {}", path, no, st.error().message);
+            return make_error(ErrorCode::kInvalidArgument, "{}:{}: {}", path, no,
+                              st.error().message);
         }
         jobs.push_back(std::move(job));
     }
-    if (jobs.empty()) return make_error(ErrorCode::kInvalidArgument, "prompts file '{}' has no prompts", path);
+    if (jobs.empty())
+        return make_error(ErrorCode::kInvalidArgument, "prompts file '{}' has no prompts", path);
     return jobs;
 }
 
@@ -148,7 +154,8 @@ struct Collected {
     engine::RequestTimings timings;
 };
 
-Collected collect(engine::RequestStream& s, int n, const std::function<void(const engine::Event&)>& on_event = {}) {
+Collected collect(engine::RequestStream& s, int n,
+                  const std::function<void(const engine::Event&)>& on_event = {}) {
     Collected c;
     c.text.resize(size_t(n));
     c.ids.resize(size_t(n));
@@ -182,16 +189,22 @@ int run_single(engine::Engine& eng, const GenerateFlags& f, engine::Request req)
         return fail(Error{ErrorCode::kInternal, c.error});
     }
     const auto& t = c.timings;
-    const double prefill = t.has_token ? std::chrono::duration<double>(t.first_token - t.first_scheduled).count() : 0.0;
-    const double decode = t.has_token ? std::chrono::duration<double>(t.finished - t.first_token).count() : 0.0;
+    const double prefill =
+        t.has_token ? std::chrono::duration<double>(t.first_token - t.first_scheduled).count()
+                    : 0.0;
+    const double decode =
+        t.has_token ? std::chrono::duration<double>(t.finished - t.first_token).count() : 0.0;
     const int64_t out = c.usage.completion_tokens;
     const double pp = prefill > 0 ? double(c.usage.prompt_tokens) / prefill : 0.0;
-    const double tg = decode > 0 && out > 1 ? double(out - 1) / decode : 0.0;  // first token comes from prefill
+    const double tg =
+        decode > 0 && out > 1 ? double(out - 1) / decode : 0.0;  // first token comes from prefill
     std::fprintf(stderr,
-                 "prompt: %lld tokens in %.3f s (%.1f tokens/s) | generation: %lld tokens in %.3f s (%.1f tokens/s) | "
+                 "prompt: %lld tokens in %.3f s (%.1f tokens/s) | generation: %lld tokens in %.3f "
+                 "s (%.1f tokens/s) | "
                  "finish=%s threads=%d simd=%s\n",
-                 (long long)c.usage.prompt_tokens, prefill, pp, (long long)out, decode, tg, c.finish[0].c_str(),
-                 kernels::cpu::num_threads(), kernels::cpu::simd_target_name());
+                 (long long)c.usage.prompt_tokens, prefill, pp, (long long)out, decode, tg,
+                 c.finish[0].c_str(), kernels::cpu::num_threads(),
+                 kernels::cpu::simd_target_name());
     return 0;
 }
 
@@ -204,7 +217,8 @@ int run_batch(engine::Engine& eng, const GenerateFlags& f, std::vector<Job> jobs
         auto s = eng.submit(jobs[i].request);
         if (!s.ok()) {
             for (auto& st : streams) st->cancel();
-            return fail(Error{s.error().code, fmt::format("prompt {}: {}", i + 1, s.error().message)});
+            return fail(
+                Error{s.error().code, fmt::format("prompt {}: {}", i + 1, s.error().message)});
         }
         streams.push_back(*s);
     }
@@ -216,7 +230,9 @@ int run_batch(engine::Engine& eng, const GenerateFlags& f, std::vector<Job> jobs
         gen_tokens += c.usage.completion_tokens;
         const bool ok = c.finish[0] == "stop" || c.finish[0] == "length";
         failed += ok ? 0 : 1;
-        const std::string prompt = jobs[i].prompt_text.empty() ? tok.decode(jobs[i].request.prompt_ids) : jobs[i].prompt_text;
+        const std::string prompt = jobs[i].prompt_text.empty()
+                                       ? tok.decode(jobs[i].request.prompt_ids)
+                                       : jobs[i].prompt_text;
         if (f.json_out) {
             json j = {{"index", i},
                       {"prompt", tokenizer::sanitize_utf8(prompt)},
@@ -233,18 +249,23 @@ int run_batch(engine::Engine& eng, const GenerateFlags& f, std::vector<Job> jobs
             if (ns[i] > 1) {
                 json outs = json::array();
                 for (int k = 0; k < ns[i]; ++k) {
-                    outs.push_back({{"text", c.text[size_t(k)]}, {"token_ids", c.ids[size_t(k)]}, {"finish_reason", c.finish[size_t(k)]}});
+                    outs.push_back({{"text", c.text[size_t(k)]},
+                                    {"token_ids", c.ids[size_t(k)]},
+                                    {"finish_reason", c.finish[size_t(k)]}});
                 }
                 j["outputs"] = outs;
             }
             std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
         } else {
-            std::printf("--- [%zu] %s, %lld prompt + %lld output tokens, ttft %.3f s, e2e %.3f s%s%s\n", i + 1,
-                        c.finish[0].c_str(), (long long)c.usage.prompt_tokens, (long long)c.usage.completion_tokens,
-                        c.timings.ttft_seconds(), c.timings.e2e_seconds(), c.error.empty() ? "" : ": ", c.error.c_str());
+            std::printf(
+                "--- [%zu] %s, %lld prompt + %lld output tokens, ttft %.3f s, e2e %.3f s%s%s\n",
+                i + 1, c.finish[0].c_str(), (long long)c.usage.prompt_tokens,
+                (long long)c.usage.completion_tokens, c.timings.ttft_seconds(),
+                c.timings.e2e_seconds(), c.error.empty() ? "" : ": ", c.error.c_str());
             for (int k = 0; k < ns[i]; ++k) {
                 if (ns[i] > 1) std::printf("(%d) ", k);
-                std::printf("%s%s\n", tokenizer::sanitize_utf8(prompt).c_str(), c.text[size_t(k)].c_str());
+                std::printf("%s%s\n", tokenizer::sanitize_utf8(prompt).c_str(),
+                            c.text[size_t(k)].c_str());
             }
         }
     }
@@ -254,10 +275,14 @@ int run_batch(engine::Engine& eng, const GenerateFlags& f, std::vector<Job> jobs
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
         st = eng.stats();
     }
-    const double hit_rate = st->blocks.prefix_queries > 0 ? double(st->blocks.prefix_hits) / double(st->blocks.prefix_queries) : 0.0;
+    const double hit_rate = st->blocks.prefix_queries > 0
+                                ? double(st->blocks.prefix_hits) / double(st->blocks.prefix_queries)
+                                : 0.0;
     const double step_total = st->total_time.total();
-    const double overhead = step_total > 0 ? (step_total - st->total_time.forward_s) / step_total : 0.0;
-    const double decode_tps = st->decode_steps_s > 0 ? double(st->decode_steps_tokens) / st->decode_steps_s : 0.0;
+    const double overhead =
+        step_total > 0 ? (step_total - st->total_time.forward_s) / step_total : 0.0;
+    const double decode_tps =
+        st->decode_steps_s > 0 ? double(st->decode_steps_tokens) / st->decode_steps_s : 0.0;
     if (f.json_out) {
         json j = {{"summary", true},
                   {"requests", streams.size()},
@@ -274,12 +299,16 @@ int run_batch(engine::Engine& eng, const GenerateFlags& f, std::vector<Job> jobs
                   {"peak_kv_usage", st->peak_kv_usage}};
         std::printf("%s\n", j.dump().c_str());
     } else {
-        std::printf("requests: %zu (%lld failed) | prompt tokens: %lld | generated tokens: %lld | wall: %.3f s | "
-                    "%.1f tokens/s (decode steps %.1f tokens/s) | steps: %llu, overhead outside forward %.2f%% | "
-                    "preemptions: %lld | prefix-cache hit rate: %.1f%% | peak KV usage: %.1f%%\n",
-                    streams.size(), (long long)failed, (long long)prompt_tokens, (long long)gen_tokens, wall,
-                    double(gen_tokens) / wall, decode_tps, (unsigned long long)st->steps, 100.0 * overhead,
-                    (long long)st->preemptions, 100.0 * hit_rate, 100.0 * st->peak_kv_usage);
+        std::printf(
+            "requests: %zu (%lld failed) | prompt tokens: %lld | generated tokens: %lld | wall: "
+            "%.3f s | "
+            "%.1f tokens/s (decode steps %.1f tokens/s) | steps: %llu, overhead outside forward "
+            "%.2f%% | "
+            "preemptions: %lld | prefix-cache hit rate: %.1f%% | peak KV usage: %.1f%%\n",
+            streams.size(), (long long)failed, (long long)prompt_tokens, (long long)gen_tokens,
+            wall, double(gen_tokens) / wall, decode_tps, (unsigned long long)st->steps,
+            100.0 * overhead, (long long)st->preemptions, 100.0 * hit_rate,
+            100.0 * st->peak_kv_usage);
     }
     std::fflush(stdout);
     return failed == 0 ? 0 : 1;
@@ -312,7 +341,8 @@ int run_generate(const GenerateFlags& f) {
             Job j;
             j.request.sampling = sp;
             if (f.prompt_tokens > 0) {
-                j.request.prompt_ids = synthetic_prompt(model.tokenizer().vocab(), f.prompt_tokens, i);
+                j.request.prompt_ids =
+                    synthetic_prompt(model.tokenizer().vocab(), f.prompt_tokens, i);
             } else {
                 j.prompt_text = f.prompt;
                 j.request.prompt_ids = model.tokenizer().encode(f.prompt);
@@ -321,13 +351,16 @@ int run_generate(const GenerateFlags& f) {
         }
     }
     // Everything is submitted at once: the queue must hold it.
-    cfg->sched.knobs.max_waiting_requests = std::max<int>(cfg->sched.knobs.max_waiting_requests, int(jobs.size()));
+    cfg->sched.knobs.max_waiting_requests =
+        std::max<int>(cfg->sched.knobs.max_waiting_requests, int(jobs.size()));
     int64_t total_prompt = 0;
     for (const auto& j : jobs) total_prompt += int64_t(j.request.prompt_ids.size());
-    cfg->sched.knobs.max_waiting_tokens = std::max<int64_t>(cfg->sched.knobs.max_waiting_tokens, total_prompt);
+    cfg->sched.knobs.max_waiting_tokens =
+        std::max<int64_t>(cfg->sched.knobs.max_waiting_tokens, total_prompt);
     auto eng = engine::Engine::create(model, *cfg);
     if (!eng.ok()) return fail(eng.error());
-    if (f.prompts_file.empty() && jobs.size() == 1 && !f.json_out) return run_single(**eng, f, std::move(jobs[0].request));
+    if (f.prompts_file.empty() && jobs.size() == 1 && !f.json_out)
+        return run_single(**eng, f, std::move(jobs[0].request));
     return run_batch(**eng, f, std::move(jobs));
 }
 
@@ -335,40 +368,58 @@ int run_generate(const GenerateFlags& f) {
 
 void add_generate(CLI::App& app, std::function<int()>& action) {
     auto f = std::make_shared<GenerateFlags>();
-    CLI::App* c = app.add_subcommand(
-        "generate",
-        "Generate text through the batching engine: one prompt (streamed to stdout, speed on stderr) or a file of "
-        "prompts run together (--prompts)");
-    c->add_option("-m,--model", f->model, "GGUF model file")->capture_default_str()->check(CLI::ExistingFile);
+    CLI::App* c = app.add_subcommand("generate",
+                                     "Generate text through the batching engine: one prompt "
+                                     "(streamed to stdout, speed on stderr) or a file of "
+                                     "prompts run together (--prompts)");
+    c->add_option("-m,--model", f->model, "GGUF model file")
+        ->capture_default_str()
+        ->check(CLI::ExistingFile);
     auto* p_opt = c->add_option("-p,--prompt", f->prompt, "Prompt text");
-    auto* pt_opt = c->add_option("--prompt-tokens", f->prompt_tokens,
-                                 "Benchmark: use N pseudo-random token ids as the prompt instead of -p")
-                       ->check(CLI::Range(1, 1 << 24));
-    auto* pf_opt = c->add_option("--prompts", f->prompts_file,
-                                 "File of prompts, one a line, or JSONL objects with \"prompt\" (or "
-                                 "\"prompt_token_ids\") and per-request fields (max_tokens, temperature, top_p, top_k, "
-                                 "min_p, seed, stop, n, priority, ...); all are submitted at once")
-                       ->check(CLI::ExistingFile);
+    auto* pt_opt =
+        c->add_option("--prompt-tokens", f->prompt_tokens,
+                      "Benchmark: use N pseudo-random token ids as the prompt instead of -p")
+            ->check(CLI::Range(1, 1 << 24));
+    auto* pf_opt =
+        c->add_option(
+             "--prompts", f->prompts_file,
+             "File of prompts, one a line, or JSONL objects with \"prompt\" (or "
+             "\"prompt_token_ids\") and per-request fields (max_tokens, temperature, top_p, top_k, "
+             "min_p, seed, stop, n, priority, ...); all are submitted at once")
+            ->check(CLI::ExistingFile);
     p_opt->excludes(pt_opt);
     pf_opt->excludes(p_opt);
     pf_opt->excludes(pt_opt);
-    c->add_option("--num-prompts", f->num_prompts,
-                  "Benchmark: submit N copies of -p (or N different --prompt-tokens prompts) at once")
-        ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-    c->add_flag("--json", f->json_out, "Print one JSON object per request (in input order), then a summary object");
+    c->add_option(
+         "--num-prompts", f->num_prompts,
+         "Benchmark: submit N copies of -p (or N different --prompt-tokens prompts) at once")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    c->add_flag("--json", f->json_out,
+                "Print one JSON object per request (in input order), then a summary object");
 
-    c->add_option("-n,--max-tokens", f->n, "Tokens to generate per request")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+    c->add_option("-n,--max-tokens", f->n, "Tokens to generate per request")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
     c->add_option("--temperature,--temp", f->temperature, "Sampling temperature; 0 = greedy")
-        ->capture_default_str()->check(CLI::Range(0.0f, 100.0f));
-    c->add_option("--top-k", f->top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str()->check(CLI::Range(0, 1 << 20));
-    c->add_option("--top-p", f->top_p, "Nucleus sampling mass, (0, 1]")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
-    c->add_option("--min-p", f->min_p, "Drop tokens below min-p x top probability")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
+        ->capture_default_str()
+        ->check(CLI::Range(0.0f, 100.0f));
+    c->add_option("--top-k", f->top_k, "Keep the k most likely tokens; 0 = off")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
+    c->add_option("--top-p", f->top_p, "Nucleus sampling mass, (0, 1]")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0f, 1.0f));
+    c->add_option("--min-p", f->min_p, "Drop tokens below min-p x top probability")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0f, 1.0f));
     c->add_option("--seed", f->seed, "RNG seed; -1 = random")->capture_default_str();
     c->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past the end-of-sequence token");
     add_engine_flags(c, f->engine);
     c->callback([f, p_opt, pt_opt, pf_opt, &action] {
         if (p_opt->count() == 0 && pt_opt->count() == 0 && pf_opt->count() == 0) {
-            throw CLI::RequiredError("a prompt: give -p TEXT, --prompts FILE (or --prompt-tokens N to benchmark)");
+            throw CLI::RequiredError(
+                "a prompt: give -p TEXT, --prompts FILE (or --prompt-tokens N to benchmark)");
         }
         action = [f] { return run_generate(*f); };
     });

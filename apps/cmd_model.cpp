@@ -1,6 +1,5 @@
 // `pagoda model info` and `pagoda model make-test`.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <map>
 
@@ -28,30 +27,41 @@ int run_info(const std::string& path) {
         bytes += t.num_bytes;
     }
     const auto& v = md.tokenizer().vocab();
-    std::printf("file:            %s (GGUF v%u, %zu tensors, %zu metadata keys)\n", path.c_str(), g.version(),
-                g.tensors().size(), g.metadata().size());
+    std::printf("file:            %s (GGUF v%u, %zu tensors, %zu metadata keys)\n", path.c_str(),
+                g.version(), g.tensors().size(), g.metadata().size());
     std::printf("name:            %s\n", c.name.c_str());
-    std::printf("architecture:    %s (%s)\n", c.arch.c_str(), md.architecture().description.c_str());
+    std::printf("architecture:    %s (%s)\n", c.arch.c_str(),
+                md.architecture().description.c_str());
     std::printf("layers:          %d\n", c.num_layers);
-    std::printf("dim:             %d (heads %d, kv heads %d, head dim %d, ffn %d)\n", c.dim, c.num_heads, c.num_kv_heads,
-                c.head_dim, c.ffn_dim);
+    std::printf("dim:             %d (heads %d, kv heads %d, head dim %d, ffn %d)\n", c.dim,
+                c.num_heads, c.num_kv_heads, c.head_dim, c.ffn_dim);
     std::printf("vocab:           %d\n", c.vocab_size);
     std::printf("context length:  %d\n", c.context_length);
     std::printf("rope:            %s, base %g, dims %d, scaling %s%s\n",
-                c.rope.style == kernels::RopeStyle::kNeox ? "neox" : "normal", double(c.rope.freq_base), c.rope.rot_dim,
-                c.rope_scaling.c_str(), md.weights().rope_freqs.empty() ? "" : " (rope_freqs)");
+                c.rope.style == kernels::RopeStyle::kNeox ? "neox" : "normal",
+                double(c.rope.freq_base), c.rope.rot_dim, c.rope_scaling.c_str(),
+                md.weights().rope_freqs.empty() ? "" : " (rope_freqs)");
     std::printf("parameters:      %.3f M (%s embeddings)\n", double(params) / 1e6,
                 md.weights().tied_embeddings ? "tied" : "separate");
     std::printf("tensor bytes:    %.2f MB\n", double(bytes) / 1e6);
     for (const auto& [type, e] : by_type) {
-        std::printf("  %-6s         %llu tensors, %.2f MB\n", type.c_str(), (unsigned long long)e.first, double(e.second) / 1e6);
+        std::printf("  %-6s         %llu tensors, %.2f MB\n", type.c_str(),
+                    (unsigned long long)e.first, double(e.second) / 1e6);
     }
-    std::printf("tokenizer:       %s, pre-tokenizer %s, %d tokens\n", v.model_name.c_str(), v.pre.c_str(), v.size());
-    auto tok_name = [&](int32_t id) { return id >= 0 ? v.tokens[size_t(id)] + " (" + std::to_string(id) + ")" : std::string("none"); };
+    std::printf("tokenizer:       %s, pre-tokenizer %s, %d tokens\n", v.model_name.c_str(),
+                v.pre.c_str(), v.size());
+    auto tok_name = [&](int32_t id) {
+        return id >= 0 ? v.tokens[size_t(id)] + " (" + std::to_string(id) + ")"
+                       : std::string("none");
+    };
     std::printf("special tokens:  bos %s, eos %s, unk %s, pad %s, eot %s; add_bos %s, add_eos %s\n",
-                tok_name(v.bos).c_str(), tok_name(v.eos).c_str(), tok_name(v.unk).c_str(), tok_name(v.pad).c_str(),
-                tok_name(v.eot).c_str(), v.add_bos ? "yes" : "no", v.add_eos ? "yes" : "no");
-    std::printf("chat template:   %s\n", v.chat_template.empty() ? "absent" : ("present (" + std::to_string(v.chat_template.size()) + " bytes)").c_str());
+                tok_name(v.bos).c_str(), tok_name(v.eos).c_str(), tok_name(v.unk).c_str(),
+                tok_name(v.pad).c_str(), tok_name(v.eot).c_str(), v.add_bos ? "yes" : "no",
+                v.add_eos ? "yes" : "no");
+    std::printf("chat template:   %s\n",
+                v.chat_template.empty()
+                    ? "absent"
+                    : ("present (" + std::to_string(v.chat_template.size()) + " bytes)").c_str());
     const double per_tok = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim;
     std::printf("KV bytes/token:  %.0f (f32), %.0f (f16/bf16)\n", per_tok * 4, per_tok * 2);
     return 0;
@@ -67,14 +77,20 @@ int run_make_test(const MakeTestFlags& f) {
     if (!shape.ok()) return fail(shape.error());
     auto type = formats::parse_tensor_type(f.dtype);
     if (!type) {
-        return fail(make_error(ErrorCode::kInvalidArgument, "--dtype '{}' is not supported (allowed: f32, f16, bf16, q8_0, q4_0)",
-                               f.dtype));
+        return fail(make_error(
+            ErrorCode::kInvalidArgument,
+            "--dtype '{}' is not supported (allowed: f32, f16, bf16, q8_0, q4_0)", f.dtype));
     }
-    model::TestModelOptions o{.shape = *shape, .dtype = *type, .seed = f.seed, .vocab_path = f.vocab, .output_path = f.out};
-    auto st = model::write_test_model(o, [](size_t done, size_t total) { progress_bar("writing", done, total); });
+    model::TestModelOptions o{.shape = *shape,
+                              .dtype = *type,
+                              .seed = f.seed,
+                              .vocab_path = f.vocab,
+                              .output_path = f.out};
+    auto st = model::write_test_model(
+        o, [](size_t done, size_t total) { progress_bar("writing", done, total); });
     if (!st.ok()) return fail(st.error());
-    std::fprintf(stderr, "wrote %s (shape %s, %s, seed %llu)\n", f.out.c_str(), f.shape.c_str(), f.dtype.c_str(),
-                 (unsigned long long)f.seed);
+    std::fprintf(stderr, "wrote %s (shape %s, %s, seed %llu)\n", f.out.c_str(), f.shape.c_str(),
+                 f.dtype.c_str(), (unsigned long long)f.seed);
     return 0;
 }
 
@@ -84,17 +100,22 @@ void add_model(CLI::App& app, std::function<int()>& action) {
     CLI::App* m = app.add_subcommand("model", "Inspect models and write random-weight test models");
     m->require_subcommand(1);
     auto path = std::make_shared<std::string>();
-    CLI::App* info = m->add_subcommand("info", "Architecture, sizes, tensor types, tokenizer and KV bytes per token");
+    CLI::App* info = m->add_subcommand(
+        "info", "Architecture, sizes, tensor types, tokenizer and KV bytes per token");
     info->add_option("MODEL", *path, "GGUF model file")->required()->check(CLI::ExistingFile);
     info->callback([path, &action] { action = [path] { return run_info(*path); }; });
 
     auto f = std::make_shared<MakeTestFlags>();
     std::string shapes;
     for (const auto& s : model::known_shapes()) shapes += (shapes.empty() ? "" : ", ") + s.name;
-    CLI::App* mk = m->add_subcommand("make-test", "Write a random-weight model with a real model's shape (speed work only)");
+    CLI::App* mk = m->add_subcommand(
+        "make-test", "Write a random-weight model with a real model's shape (speed work only)");
     mk->add_option("--shape", f->shape, "One of: " + shapes)->required();
-    mk->add_option("--dtype", f->dtype, "Matrix type: f32, f16, bf16, q8_0, q4_0")->capture_default_str();
-    mk->add_option("--vocab", f->vocab, "GGUF file whose tokenizer is copied")->capture_default_str()->check(CLI::ExistingFile);
+    mk->add_option("--dtype", f->dtype, "Matrix type: f32, f16, bf16, q8_0, q4_0")
+        ->capture_default_str();
+    mk->add_option("--vocab", f->vocab, "GGUF file whose tokenizer is copied")
+        ->capture_default_str()
+        ->check(CLI::ExistingFile);
     mk->add_option("--seed", f->seed, "Random seed")->capture_default_str();
     mk->add_option("-o,--output", f->out, "Output .gguf path")->required();
     mk->callback([f, &action] { action = [f] { return run_make_test(*f); }; });

@@ -2,11 +2,10 @@
 // model, warms up (not ready until then), serves, and on SIGTERM/SIGINT drains: new
 // requests get 503, in-flight ones finish (up to --shutdown-timeout), then exit 0.
 #include <CLI/CLI.hpp>
-
 #include <condition_variable>
 #include <csignal>
-#include <mutex>
 #include <ctime>
+#include <mutex>
 #include <thread>
 
 #include "apps/cli_common.h"
@@ -53,11 +52,13 @@ std::string warmup(engine::Engine& eng, model::Model& m) {
         for (int i = 0; i < max_seqs; ++i) {
             engine::Request r;
             r.prompt_ids.assign(size_t(8 + 8 * i), v.bos >= 0 ? v.bos : 0);
-            for (size_t k = 1; k < r.prompt_ids.size(); ++k) r.prompt_ids[k] = int32_t((k * 7 + size_t(i)) % size_t(v.size()));
+            for (size_t k = 1; k < r.prompt_ids.size(); ++k)
+                r.prompt_ids[k] = int32_t((k * 7 + size_t(i)) % size_t(v.size()));
             r.sampling.max_tokens = 4;
             r.sampling.temperature = 0.0f;
             r.sampling.ignore_eos = true;
-            r.cache_salt = uint64_t(rounds) * 1000 + uint64_t(i) + 1;  // no prefix hits: compute everything
+            r.cache_salt =
+                uint64_t(rounds) * 1000 + uint64_t(i) + 1;  // no prefix hits: compute everything
             auto s = eng.submit(std::move(r));
             if (s.ok()) ss.push_back(*s);
         }
@@ -74,18 +75,22 @@ std::string warmup(engine::Engine& eng, model::Model& m) {
         }
         last = dt;
     }
-    return fmt::format("matmul primitives for batch buckets up to {} tokens ({} matrix x bucket pairs, {:.2f} s), then {} "
-                       "rounds of {} concurrent requests (8..{} prompt tokens, 4 new each) until the round time settled "
-                       "(last {:.3f} s); total {:.2f} s",
-                       k.max_num_batched_tokens, prepared, prep_s, rounds, max_seqs, 8 * max_seqs, last,
-                       std::chrono::duration<double>(Clock::now() - t0).count());
+    return fmt::format(
+        "matmul primitives for batch buckets up to {} tokens ({} matrix x bucket pairs, {:.2f} s), "
+        "then {} "
+        "rounds of {} concurrent requests (8..{} prompt tokens, 4 new each) until the round time "
+        "settled "
+        "(last {:.3f} s); total {:.2f} s",
+        k.max_num_batched_tokens, prepared, prep_s, rounds, max_seqs, 8 * max_seqs, last,
+        std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 // An in-process Responder for warmup requests: collects the answer, serialises pumps.
 class LocalResponder : public http::Responder {
   public:
     void send(http::Response r) override { done(std::move(r.body)); }
-    void start_stream(int, std::string, std::vector<std::pair<std::string, std::string>>) override {}
+    void start_stream(int, std::string, std::vector<std::pair<std::string, std::string>>) override {
+    }
     void write(std::string chunk) override {
         std::lock_guard<std::mutex> lock(mu_);
         body_ += chunk;
@@ -123,9 +128,12 @@ class LocalResponder : public http::Responder {
 int warm_api(server::OpenAiServer& api) {
     const char* bodies[][2] = {
         {"/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0})"},
-        {"/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 4, "stream": true, "logprobs": 1})"},
-        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "stream": true})"},
-        {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "n": 2})"},
+        {"/v1/completions",
+         R"({"prompt": "Once upon a time", "max_tokens": 4, "stream": true, "logprobs": 1})"},
+        {"/v1/chat/completions",
+         R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "stream": true})"},
+        {"/v1/chat/completions",
+         R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "n": 2})"},
     };
     int ok = 0;
     for (auto& b : bodies) {
@@ -162,7 +170,8 @@ int run_serve(const ServeFlags& f) {
     if (sc.served_model_name.empty()) {
         sc.served_model_name = f.model;
         const size_t slash = sc.served_model_name.find_last_of('/');
-        if (slash != std::string::npos) sc.served_model_name = sc.served_model_name.substr(slash + 1);
+        if (slash != std::string::npos)
+            sc.served_model_name = sc.served_model_name.substr(slash + 1);
     }
     sc.api_keys = f.api_keys;
     sc.vllm_metrics = f.vllm_metrics;
@@ -179,13 +188,16 @@ int run_serve(const ServeFlags& f) {
     auto srv = http::Server::start(so, [&api](const http::Request& r) { return api.handle(r); });
     if (srv.ok()) server_ptr.store(srv->get());
     if (!srv.ok()) return fail(srv.error());
-    log_info("listening on http://{}:{} (model '{}', {} threads, simd {}); warming up", f.host, (*srv)->port(),
-             sc.served_model_name, kernels::cpu::num_threads(), kernels::cpu::simd_target_name());
+    log_info("listening on http://{}:{} (model '{}', {} threads, simd {}); warming up", f.host,
+             (*srv)->port(), sc.served_model_name, kernels::cpu::num_threads(),
+             kernels::cpu::simd_target_name());
     const std::string w = warmup(**eng, **m);
     const int api_ok = warm_api(api);
     api.set_ready(true);
-    log_info("ready after {:.2f} s: warmup {}; {} of 4 in-process API requests (completions, chat, streamed)", 
-             std::chrono::duration<double>(Clock::now() - t0).count(), w, api_ok);
+    log_info(
+        "ready after {:.2f} s: warmup {}; {} of 4 in-process API requests (completions, chat, "
+        "streamed)",
+        std::chrono::duration<double>(Clock::now() - t0).count(), w, api_ok);
 
     // Serve until SIGTERM/SIGINT or POST /admin/drain, then drain.
     const char* why = "POST /admin/drain";
@@ -198,10 +210,12 @@ int run_serve(const ServeFlags& f) {
         }
         if (api.draining()) break;
     }
-    log_info("{}: draining (new requests get 503; {} in flight; timeout {} s)", why, api.in_flight(), f.shutdown_timeout);
+    log_info("{}: draining (new requests get 503; {} in flight; timeout {} s)", why,
+             api.in_flight(), f.shutdown_timeout);
     api.start_drain();
     const auto deadline = Clock::now() + std::chrono::seconds(f.shutdown_timeout);
-    while (api.in_flight() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (api.in_flight() > 0 && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const int64_t left = api.in_flight();
     if (left > 0) log_warn("shutdown timeout: {} requests still in flight are cancelled", left);
     (*srv)->stop_accepting();
@@ -217,18 +231,29 @@ int run_serve(const ServeFlags& f) {
 
 void add_serve(CLI::App& app, std::function<int()>& action) {
     auto f = std::make_shared<ServeFlags>();
-    CLI::App* c = app.add_subcommand("serve", "Serve the OpenAI-compatible API (completions, chat, models, tokenize, metrics)");
-    c->add_option("-m,--model", f->model, "GGUF model file (default: the bundled model)")->capture_default_str()->check(CLI::ExistingFile);
+    CLI::App* c = app.add_subcommand(
+        "serve", "Serve the OpenAI-compatible API (completions, chat, models, tokenize, metrics)");
+    c->add_option("-m,--model", f->model, "GGUF model file (default: the bundled model)")
+        ->capture_default_str()
+        ->check(CLI::ExistingFile);
     c->add_option("--host", f->host, "Address to listen on")->capture_default_str();
-    c->add_option("--port", f->port, "Port to listen on; 0 = any free port (logged)")->capture_default_str()->check(CLI::Range(0, 65535));
-    c->add_option("--api-key", f->api_keys, "Require 'Authorization: Bearer KEY' on /v1 routes (repeatable)");
-    c->add_option("--served-model-name", f->served_model_name, "Model name in the API (default: the file name)");
-    c->add_option("--shutdown-timeout", f->shutdown_timeout, "Seconds to finish in-flight requests after SIGTERM")
-        ->capture_default_str()->check(CLI::Range(0, 86400));
-    c->add_flag("--enable-vllm-metrics,!--no-enable-vllm-metrics", f->vllm_metrics,
-                 "Also publish /metrics under vLLM's vllm:* names for gateways and autoscalers (default on; "
-                 "off for linters that reject ':' in names, e.g. promtool check metrics)");
-    c->add_option("--max-request-body", f->max_body, "Largest request body in bytes (413 above)")->capture_default_str();
+    c->add_option("--port", f->port, "Port to listen on; 0 = any free port (logged)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 65535));
+    c->add_option("--api-key", f->api_keys,
+                  "Require 'Authorization: Bearer KEY' on /v1 routes (repeatable)");
+    c->add_option("--served-model-name", f->served_model_name,
+                  "Model name in the API (default: the file name)");
+    c->add_option("--shutdown-timeout", f->shutdown_timeout,
+                  "Seconds to finish in-flight requests after SIGTERM")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 86400));
+    c->add_flag(
+        "--enable-vllm-metrics,!--no-enable-vllm-metrics", f->vllm_metrics,
+        "Also publish /metrics under vLLM's vllm:* names for gateways and autoscalers (default on; "
+        "off for linters that reject ':' in names, e.g. promtool check metrics)");
+    c->add_option("--max-request-body", f->max_body, "Largest request body in bytes (413 above)")
+        ->capture_default_str();
     add_engine_flags(c, f->engine);
     c->callback([f, &action] { action = [f] { return run_serve(*f); }; });
 }

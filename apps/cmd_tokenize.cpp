@@ -1,7 +1,6 @@
 // `pagoda tokenize` and `pagoda detokenize`: work on any GGUF with tokenizer metadata,
 // vocab-only files included.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -31,9 +30,12 @@ int run_tokenize(const TokFlags& f) {
     model::OpenedGguf g;
     auto tok = open_tokenizer(f.model, g);
     if (!tok.ok()) return fail(tok.error());
-    const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    const auto ids = tok->encode(text, {.add_special = f.no_bos ? tokenizer::AddSpecial::kNo : tokenizer::AddSpecial::kYes,
-                                        .parse_special = f.special ? tokenizer::ParseSpecial::kYes : tokenizer::ParseSpecial::kNo});
+    const std::string text((std::istreambuf_iterator<char>(std::cin)),
+                           std::istreambuf_iterator<char>());
+    const auto ids = tok->encode(
+        text, {.add_special = f.no_bos ? tokenizer::AddSpecial::kNo : tokenizer::AddSpecial::kYes,
+               .parse_special =
+                   f.special ? tokenizer::ParseSpecial::kYes : tokenizer::ParseSpecial::kNo});
     std::string out;
     for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
     std::printf("%s\n", out.c_str());
@@ -56,13 +58,15 @@ int run_detokenize(const TokFlags& f) {
             char* end = nullptr;
             const long v = std::strtol(piece.c_str(), &end, 10);
             if (*end != '\0' || v < 0 || v >= tok->vocab().size()) {
-                return fail(make_error(ErrorCode::kInvalidArgument, "'{}' is not a token id (allowed: 0..{})", piece,
+                return fail(make_error(ErrorCode::kInvalidArgument,
+                                       "'{}' is not a token id (allowed: 0..{})", piece,
                                        tok->vocab().size() - 1));
             }
             ids.push_back(int32_t(v));
         }
     }
-    const std::string text = tokenizer::sanitize_utf8(tok->decode(ids, f.special ? tokenizer::SkipSpecial::kNo : tokenizer::SkipSpecial::kYes));
+    const std::string text = tokenizer::sanitize_utf8(
+        tok->decode(ids, f.special ? tokenizer::SkipSpecial::kNo : tokenizer::SkipSpecial::kYes));
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);
     return 0;
@@ -72,15 +76,20 @@ int run_detokenize(const TokFlags& f) {
 
 void add_tokenize(CLI::App& app, std::function<int()>& action) {
     auto f = std::make_shared<TokFlags>();
-    CLI::App* t = app.add_subcommand("tokenize", "Read stdin byte for byte and print its token ids on one line");
-    t->add_option("-m,--model", f->model, "GGUF file (a vocab-only file works)")->capture_default_str()->check(CLI::ExistingFile);
+    CLI::App* t = app.add_subcommand(
+        "tokenize", "Read stdin byte for byte and print its token ids on one line");
+    t->add_option("-m,--model", f->model, "GGUF file (a vocab-only file works)")
+        ->capture_default_str()
+        ->check(CLI::ExistingFile);
     t->add_flag("--special", f->special, "Match special-token text such as <|im_start|>");
     t->add_flag("--no-bos", f->no_bos, "Add no special tokens (no BOS, no EOS)");
     t->callback([f, &action] { action = [f] { return run_tokenize(*f); }; });
 
     auto d = std::make_shared<TokFlags>();
     CLI::App* dt = app.add_subcommand("detokenize", "Read token ids from stdin and print the text");
-    dt->add_option("-m,--model", d->model, "GGUF file (a vocab-only file works)")->capture_default_str()->check(CLI::ExistingFile);
+    dt->add_option("-m,--model", d->model, "GGUF file (a vocab-only file works)")
+        ->capture_default_str()
+        ->check(CLI::ExistingFile);
     dt->add_flag("--special", d->special, "Print control tokens' text too");
     dt->callback([d, &action] { action = [d] { return run_detokenize(*d); }; });
 }

@@ -1,9 +1,8 @@
 // pagoda: the command-line entry point. Parses flags into config structs and runs one
 // subcommand; all work lives in the libraries.
-#include <CLI/CLI.hpp>
-
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 
@@ -25,7 +24,8 @@ namespace {
 // set neither this nor OMP_WAIT_POLICY; the process re-executes itself once so that
 // libgomp sees it.
 void set_openmp_spin(char** argv) {
-    if (std::getenv("GOMP_SPINCOUNT") != nullptr || std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+    if (std::getenv("GOMP_SPINCOUNT") != nullptr || std::getenv("OMP_WAIT_POLICY") != nullptr)
+        return;
     if (setenv("GOMP_SPINCOUNT", "2000", 1) != 0) return;
     execv("/proc/self/exe", argv);  // returns only on failure: run on with libgomp's default
     unsetenv("GOMP_SPINCOUNT");
@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
     std::function<int()> action;
     std::string log_level;
     app.add_option("--log-level", log_level,
-                   "Log detail on stderr: debug, info, warn, error (default: warn for generate, info for serve)")
+                   "Log detail on stderr: debug, info, warn, error (default: warn for generate, "
+                   "info for serve)")
         ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
     pagoda::app::add_generate(app, action);
     pagoda::app::add_tokenize(app, action);
@@ -66,7 +67,8 @@ int main(int argc, char** argv) {
                               : log_level == "warn" ? pagoda::LogLevel::kWarn
                                                     : pagoda::LogLevel::kError);
     } else {
-        pagoda::set_log_level(app.got_subcommand("serve") ? pagoda::LogLevel::kInfo : pagoda::LogLevel::kWarn);
+        pagoda::set_log_level(app.got_subcommand("serve") ? pagoda::LogLevel::kInfo
+                                                          : pagoda::LogLevel::kWarn);
     }
     return action ? action() : 0;
 }

@@ -12,7 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "Hi"},
                      {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Bye"}],
         "bos_token": "<s>", "eos_token": "</s>", "add_generation_prompt": true})");
-    auto t = pagoda::server::jinja::Template::parse(std::string(reinterpret_cast<const char*>(data), size));
+    auto t = pagoda::server::jinja::Template::parse(
+        std::string(reinterpret_cast<const char*>(data), size));
     if (t.ok()) (void)t->render(ctx);
     return 0;
 }

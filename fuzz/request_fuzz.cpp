@@ -15,11 +15,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto& tok = *loaded->tok;
     auto body = nlohmann::json::parse(data, data + size, nullptr, false);
     if (body.is_discarded()) return 0;
-    const pagoda::server::RequestLimits limits{"stories260K.gguf", 512, int64_t(tok.vocab().tokens.size())};
+    const pagoda::server::RequestLimits limits{"stories260K.gguf", 512,
+                                               int64_t(tok.vocab().tokens.size())};
     for (bool chat : {false, true}) {
         auto r = pagoda::server::parse_generation_request(body, chat, limits, tok);
         if (auto* p = std::get_if<pagoda::server::ParsedRequest>(&r)) {
-            if (p->prompts.empty() || !p->sampling.validate(int(limits.vocab_size)).ok()) std::abort();
+            if (p->prompts.empty() || !p->sampling.validate(int(limits.vocab_size)).ok())
+                std::abort();
             for (const auto& prompt : p->prompts) {
                 if (prompt.empty() || int64_t(prompt.size()) >= limits.max_model_len) std::abort();
                 for (int32_t id : prompt) {

@@ -24,7 +24,8 @@ using pagoda_fuzz::load;
 void check(const pagoda::tokenizer::Tokenizer& tok, const uint8_t* data, size_t size) {
     using namespace pagoda::tokenizer;
     const std::string_view text(reinterpret_cast<const char*>(data), size);
-    const auto ids = tok.encode(text, {.add_special = AddSpecial::kNo, .parse_special = ParseSpecial::kYes});
+    const auto ids =
+        tok.encode(text, {.add_special = AddSpecial::kNo, .parse_special = ParseSpecial::kYes});
     const auto plain = tok.encode(text, {.add_special = AddSpecial::kYes});
     if (is_valid_utf8(text) && text.find("\xe2\x96\x81") == std::string_view::npos &&
         tok.vocab().kind == TokenizerKind::kBpe && tok.decode(plain) != text) {

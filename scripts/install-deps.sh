@@ -9,7 +9,7 @@ PKGS=(
   libspdlog-dev libfmt-dev libdnnl-dev ocl-icd-opencl-dev libhwy-dev
   libpcre2-dev libutf8proc-dev libsqlite3-dev libsqlitecpp-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev clang-format-14 clang-tidy-14
   curl python3 prometheus
 )
 

@@ -4,7 +4,6 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
-
 #include "testdata/stories260k_golden.h"
 
 namespace pagoda::engine {
@@ -44,7 +43,8 @@ TEST(Generate, Stories260KGreedyMatchesReferenceContinuation) {
         const Out o = run(**e, r);
         EXPECT_EQ(o.ids, testdata::kStoriesGoldenIds) << "block size " << bs;
         EXPECT_EQ(o.text, testdata::kStoriesGoldenText) << "block size " << bs;
-        EXPECT_EQ((*m)->tokenizer().decode(o.ids), testdata::kStoriesGoldenText) << "block size " << bs;
+        EXPECT_EQ((*m)->tokenizer().decode(o.ids), testdata::kStoriesGoldenText)
+            << "block size " << bs;
     }
 }
 
@@ -59,7 +59,8 @@ TEST(Generate, PromptLongerThanContextIsAnError) {
     r.prompt_ids.assign(2048, 300);
     auto s = (*e)->submit(r);
     ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.error().message.find("context length of 2048"), std::string::npos) << s.error().message;
+    EXPECT_NE(s.error().message.find("context length of 2048"), std::string::npos)
+        << s.error().message;
 }
 
 }  // namespace

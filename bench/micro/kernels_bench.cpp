@@ -29,7 +29,9 @@ std::vector<uint8_t> weights(TensorType t, int64_t rows, int64_t cols) {
     const auto tr = formats::tensor_type_traits(uint32_t(t));
     std::vector<uint8_t> out(size_t(rows * cols) / tr->block_elems * tr->block_bytes);
     const auto row = randn(size_t(cols), 1);
-    for (int64_t r = 0; r < rows; ++r) ref::quantize_row(t, row.data(), cols, out.data() + size_t(r) * (out.size() / size_t(rows)));
+    for (int64_t r = 0; r < rows; ++r)
+        ref::quantize_row(t, row.data(), cols,
+                          out.data() + size_t(r) * (out.size() / size_t(rows)));
     return out;
 }
 
@@ -49,7 +51,8 @@ void BM_MemoryReadBandwidth(benchmark::State& state) {
 #pragma omp parallel for reduction(+ : total) schedule(static)
         for (int c = 0; c < chunks; ++c) {
             const float* p = buf + size_t(c) * (n / chunks);
-            total += dot ? cpu::dot_f32(p, p, int(n / chunks)) : cpu::sum_f32(p, int64_t(n / chunks));
+            total +=
+                dot ? cpu::dot_f32(p, p, int(n / chunks)) : cpu::sum_f32(p, int64_t(n / chunks));
         }
         benchmark::DoNotOptimize(total);
     }
@@ -87,7 +90,8 @@ void BM_Matmul(benchmark::State& state) {
 }
 
 void MatmulArgs(benchmark::internal::Benchmark* b) {
-    for (auto t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
+    for (auto t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
+                   TensorType::kQ4_0}) {
         for (int m : {1, 16, 128}) {
             b->Args({int64_t(t), m, 5632, 2048});  // TinyLlama ffn_up/gate
         }
@@ -192,7 +196,8 @@ void BM_DecodeAttention(benchmark::State& state) {
         cpu::paged_attention(kv, shape, {table.data(), 1, ctx - 1}, q.data(), out.data());
         benchmark::DoNotOptimize(out.data());
     }
-    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(2 * size_t(ctx) * kvh * hd * kv_dtype_bytes(dtype)));
+    state.SetBytesProcessed(int64_t(state.iterations()) *
+                            int64_t(2 * size_t(ctx) * kvh * hd * kv_dtype_bytes(dtype)));
 }
 BENCHMARK(BM_DecodeAttention)
     ->Args({512, int64_t(KvDtype::kF32)})

@@ -29,5 +29,6 @@ struct Voidify {
 }  // namespace pagoda::detail
 
 #define PAGODA_CHECK(cond) \
-    (cond) ? (void)0       \
-           : ::pagoda::detail::Voidify() & ::pagoda::detail::CheckFailure(__FILE__, __LINE__, #cond)
+    (cond)                 \
+        ? (void)0          \
+        : ::pagoda::detail::Voidify() & ::pagoda::detail::CheckFailure(__FILE__, __LINE__, #cond)

@@ -19,7 +19,8 @@ Result<HugeBuffer> HugeBuffer::allocate(size_t bytes) {
     const size_t len = (bytes + kHuge - 1) / kHuge * kHuge + kHuge;
     void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
-        return make_error(ErrorCode::kOutOfRange, "cannot allocate {} bytes: {}", bytes, std::strerror(errno));
+        return make_error(ErrorCode::kOutOfRange, "cannot allocate {} bytes: {}", bytes,
+                          std::strerror(errno));
     }
     auto* base = static_cast<uint8_t*>(p);
     const uintptr_t aligned = (reinterpret_cast<uintptr_t>(base) + kHuge - 1) / kHuge * kHuge;
@@ -34,7 +35,9 @@ Result<HugeBuffer> HugeBuffer::allocate(size_t bytes) {
 }
 
 HugeBuffer::HugeBuffer(HugeBuffer&& o) noexcept
-    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), mapped_(std::exchange(o.mapped_, 0)) {}
+    : data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      mapped_(std::exchange(o.mapped_, 0)) {}
 
 HugeBuffer& HugeBuffer::operator=(HugeBuffer&& o) noexcept {
     if (this != &o) {

@@ -2,9 +2,9 @@
 // Logging: key=value lines on stderr through spdlog-compatible fmt formatting.
 // Thread-safe (one fprintf per line). Nothing per token at INFO.
 
-#include <cstdio>
-
 #include <fmt/core.h>
+
+#include <cstdio>
 
 namespace pagoda {
 
@@ -16,15 +16,18 @@ void log_line(LogLevel level, const std::string& line);
 
 template <typename... Args>
 void log_info(fmt::format_string<Args...> f, Args&&... args) {
-    if (log_level() <= LogLevel::kInfo) log_line(LogLevel::kInfo, fmt::format(f, std::forward<Args>(args)...));
+    if (log_level() <= LogLevel::kInfo)
+        log_line(LogLevel::kInfo, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void log_warn(fmt::format_string<Args...> f, Args&&... args) {
-    if (log_level() <= LogLevel::kWarn) log_line(LogLevel::kWarn, fmt::format(f, std::forward<Args>(args)...));
+    if (log_level() <= LogLevel::kWarn)
+        log_line(LogLevel::kWarn, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void log_debug(fmt::format_string<Args...> f, Args&&... args) {
-    if (log_level() <= LogLevel::kDebug) log_line(LogLevel::kDebug, fmt::format(f, std::forward<Args>(args)...));
+    if (log_level() <= LogLevel::kDebug)
+        log_line(LogLevel::kDebug, fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace pagoda

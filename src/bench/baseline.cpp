@@ -1,13 +1,13 @@
 #include "bench/baseline.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 namespace pagoda::bench {
@@ -21,7 +21,8 @@ std::string hardware_fingerprint() {
     while (std::getline(in, line)) {
         if (line.starts_with("model name")) {
             auto colon = line.find(':');
-            if (colon != std::string::npos) cpu = line.substr(line.find_first_not_of(' ', colon + 1));
+            if (colon != std::string::npos)
+                cpu = line.substr(line.find_first_not_of(' ', colon + 1));
             break;
         }
     }
@@ -31,7 +32,8 @@ std::string hardware_fingerprint() {
 }
 
 struct BaselineStore::Impl {
-    explicit Impl(const std::string& path) : db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE) {}
+    explicit Impl(const std::string& path)
+        : db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE) {}
     SQLite::Database db;
 };
 
@@ -40,7 +42,8 @@ BaselineStore::~BaselineStore() = default;
 std::string BaselineStore::default_path() {
     const char* xdg = std::getenv("XDG_DATA_HOME");
     const char* home = std::getenv("HOME");
-    std::string base = xdg && *xdg ? std::string(xdg) : std::string(home && *home ? home : ".") + "/.local/share";
+    std::string base =
+        xdg && *xdg ? std::string(xdg) : std::string(home && *home ? home : ".") + "/.local/share";
     return base + "/pagoda/bench.db";
 }
 
@@ -54,7 +57,8 @@ Result<std::unique_ptr<BaselineStore>> BaselineStore::open(const std::string& pa
         s->impl_->db.exec(
             "CREATE TABLE IF NOT EXISTS runs ("
             " id INTEGER PRIMARY KEY AUTOINCREMENT, created_at TEXT NOT NULL, baseline TEXT,"
-            " scenario TEXT NOT NULL, scenario_hash TEXT NOT NULL, url TEXT, model TEXT, hardware TEXT,"
+            " scenario TEXT NOT NULL, scenario_hash TEXT NOT NULL, url TEXT, model TEXT, hardware "
+            "TEXT,"
             " version TEXT, verdict TEXT, server TEXT, metrics TEXT NOT NULL);"
             "CREATE INDEX IF NOT EXISTS runs_baseline ON runs(baseline);");
     } catch (const std::exception& e) {
@@ -66,7 +70,8 @@ Result<std::unique_ptr<BaselineStore>> BaselineStore::open(const std::string& pa
 Result<int64_t> BaselineStore::record(const RunRow& row) {
     try {
         SQLite::Statement q(impl_->db,
-                            "INSERT INTO runs (created_at, baseline, scenario, scenario_hash, url, model, hardware, version,"
+                            "INSERT INTO runs (created_at, baseline, scenario, scenario_hash, url, "
+                            "model, hardware, version,"
                             " verdict, server, metrics) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
         std::string created = row.created_at;
         if (created.empty()) {
@@ -111,7 +116,8 @@ Status BaselineStore::save_baseline(const std::string& name, const std::vector<i
         }
         tx.commit();
     } catch (const std::exception& e) {
-        return make_error(ErrorCode::kIo, "baseline store: cannot save baseline '{}': {}", name, e.what());
+        return make_error(ErrorCode::kIo, "baseline store: cannot save baseline '{}': {}", name,
+                          e.what());
     }
     return ok_status();
 }
@@ -145,7 +151,8 @@ std::vector<RunRow> read_rows(SQLite::Statement& q) {
 }
 
 constexpr const char* kColumns =
-    "SELECT id, created_at, baseline, scenario, scenario_hash, url, model, hardware, version, verdict, server, metrics FROM runs ";
+    "SELECT id, created_at, baseline, scenario, scenario_hash, url, model, hardware, version, "
+    "verdict, server, metrics FROM runs ";
 
 }  // namespace
 
@@ -161,7 +168,9 @@ Result<std::vector<RunRow>> BaselineStore::baseline(const std::string& name) {
 
 Result<std::vector<std::string>> BaselineStore::baseline_names() {
     try {
-        SQLite::Statement q(impl_->db, "SELECT DISTINCT baseline FROM runs WHERE baseline IS NOT NULL ORDER BY baseline");
+        SQLite::Statement q(
+            impl_->db,
+            "SELECT DISTINCT baseline FROM runs WHERE baseline IS NOT NULL ORDER BY baseline");
         std::vector<std::string> out;
         while (q.executeStep()) out.push_back(q.getColumn(0).getString());
         return out;

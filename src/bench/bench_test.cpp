@@ -46,7 +46,8 @@ TEST(Arrivals, PoissonHasTheRateAndUnitDispersion) {
 
 TEST(Arrivals, GammaBurstinessSetsTheDispersion) {
     // shape k: CV^2 = 1/k. k = 0.25 -> CV = 2 (burstier); k = 4 -> CV = 0.5 (smoother).
-    auto bursty = gap_stats(arrival_times({phase(Phase::Process::kGamma, 20, 0, 0.25)}, 2000, 0, 3));
+    auto bursty =
+        gap_stats(arrival_times({phase(Phase::Process::kGamma, 20, 0, 0.25)}, 2000, 0, 3));
     EXPECT_NEAR(bursty.mean, 0.05, 0.05 * 0.06);
     EXPECT_NEAR(bursty.cv, 2.0, 0.15);
     auto smooth = gap_stats(arrival_times({phase(Phase::Process::kGamma, 20, 0, 4)}, 2000, 0, 3));
@@ -64,7 +65,9 @@ TEST(Arrivals, ConstantIsExactAndCountLimited) {
 }
 
 TEST(Arrivals, PiecewisePhasesStepTheRate) {
-    auto t = arrival_times({phase(Phase::Process::kPoisson, 10, 50), phase(Phase::Process::kPoisson, 60, 50)}, 100, 0, 11);
+    auto t = arrival_times(
+        {phase(Phase::Process::kPoisson, 10, 50), phase(Phase::Process::kPoisson, 60, 50)}, 100, 0,
+        11);
     size_t first = size_t(std::count_if(t.begin(), t.end(), [](double x) { return x < 50; }));
     size_t second = t.size() - first;
     EXPECT_NEAR(double(first), 500, 4 * std::sqrt(500.0));
@@ -128,7 +131,8 @@ TEST(Plan, ClassWeightsSplitTheRequests) {
     s.duration_s = 500;  // 20 rps x 500 s = 10000 requests
     auto plan = *make_plan(s);
     double n = double(plan.size());
-    double shorts = double(std::count_if(plan.begin(), plan.end(), [](const auto& r) { return r.klass == 0; }));
+    double shorts =
+        double(std::count_if(plan.begin(), plan.end(), [](const auto& r) { return r.klass == 0; }));
     EXPECT_NEAR(shorts / n, 0.7, 4 * std::sqrt(0.7 * 0.3 / n));
     // Same seed, same plan.
     auto again = *make_plan(s);
@@ -143,8 +147,8 @@ TEST(Stats, PercentilesMatchHandComputedValues) {
     // Linear interpolation between closest ranks: position q * (n - 1).
     std::vector<double> v = {10, 1, 9, 2, 8, 3, 7, 4, 6, 5};
     auto s = summarize(v);
-    EXPECT_DOUBLE_EQ(s.p50, 5.5);            // between 5 and 6
-    EXPECT_NEAR(s.p90, 9.1, 1e-12);          // 9 + 0.1 * (10 - 9)
+    EXPECT_DOUBLE_EQ(s.p50, 5.5);    // between 5 and 6
+    EXPECT_NEAR(s.p90, 9.1, 1e-12);  // 9 + 0.1 * (10 - 9)
     EXPECT_NEAR(s.p99, 9.91, 1e-12);
     EXPECT_DOUBLE_EQ(s.max, 10);
     EXPECT_DOUBLE_EQ(s.mean, 5.5);
@@ -153,14 +157,16 @@ TEST(Stats, PercentilesMatchHandComputedValues) {
     EXPECT_TRUE(std::isnan(summarize({}).p50));
 }
 
-RequestRecord rec(int klass, double sent, double first, double done, int tokens, std::string err = "") {
+RequestRecord rec(int klass, double sent, double first, double done, int tokens,
+                  std::string err = "") {
     RequestRecord r;
     r.klass = klass;
     r.scheduled_s = sent;
     r.sent_s = sent;
     r.first_token_s = first;
     r.done_s = done;
-    for (int i = 0; i < tokens; ++i) r.token_s.push_back(first + (done - first) * (tokens > 1 ? double(i) / (tokens - 1) : 0));
+    for (int i = 0; i < tokens; ++i)
+        r.token_s.push_back(first + (done - first) * (tokens > 1 ? double(i) / (tokens - 1) : 0));
     r.completion_tokens = tokens;
     r.prompt_tokens = 10;
     r.error_kind = std::move(err);
@@ -175,10 +181,10 @@ TEST(Stats, GoodputTpotAndErrorRateMatchHandComputedValues) {
     c.slo.tpot_ms = 20;
     s.classes = {c};
     std::vector<RequestRecord> rs = {
-        rec(0, 0.0, 0.05, 0.25, 11),    // ttft 50, tpot 20 -> meets
-        rec(0, 1.0, 1.20, 1.30, 11),    // ttft 200 -> misses
-        rec(0, 2.0, 2.01, 2.51, 11),    // tpot 50 -> misses
-        rec(0, 3.0, 3.02, 3.12, 11),    // ttft 20, tpot 10 -> meets
+        rec(0, 0.0, 0.05, 0.25, 11),          // ttft 50, tpot 20 -> meets
+        rec(0, 1.0, 1.20, 1.30, 11),          // ttft 200 -> misses
+        rec(0, 2.0, 2.01, 2.51, 11),          // tpot 50 -> misses
+        rec(0, 3.0, 3.02, 3.12, 11),          // ttft 20, tpot 10 -> meets
         rec(0, 3.5, -1, 3.6, 0, "http_5xx"),  // error: counts as a failure
     };
     Report r = build_report(s, rs, 4.0);
@@ -188,15 +194,15 @@ TEST(Stats, GoodputTpotAndErrorRateMatchHandComputedValues) {
     EXPECT_EQ(o.failed, 1);
     EXPECT_DOUBLE_EQ(o.error_rate, 0.2);
     EXPECT_DOUBLE_EQ(o.goodput_ratio, 0.4);
-    EXPECT_NEAR(o.span_s, 3.6, 1e-12);          // first send 0.0 to last completion 3.6
+    EXPECT_NEAR(o.span_s, 3.6, 1e-12);  // first send 0.0 to last completion 3.6
     EXPECT_NEAR(o.goodput_rps, 2 / 3.6, 1e-12);
     EXPECT_NEAR(o.requests_per_s, 4 / 3.6, 1e-12);
     EXPECT_NEAR(o.output_tokens_per_s, 44 / 3.6, 1e-12);
     EXPECT_NEAR(o.ttft.p50, (50 + 20) / 2.0 + 0 * 1, 35.1);  // sorted {10, 20, 50, 200}: p50 = 35
     EXPECT_NEAR(o.ttft.p50, 35, 1e-9);
     EXPECT_NEAR(o.tpot.max, 50, 1e-9);
-    EXPECT_NEAR(o.tpot.p50, 15, 1e-9);          // {10, 10, 20, 50}
-    EXPECT_EQ(o.itl.n, 40u);                    // token-weighted: every gap counts
+    EXPECT_NEAR(o.tpot.p50, 15, 1e-9);  // {10, 10, 20, 50}
+    EXPECT_EQ(o.itl.n, 40u);            // token-weighted: every gap counts
     EXPECT_EQ(o.errors.at("http_5xx"), 1);
     EXPECT_EQ(r.usage_mismatches, 0);
     // The per-second series sees one send per second and the error in second 3.
@@ -237,7 +243,8 @@ TEST(Criteria, ParsingAndVerdicts) {
     a.name = "short";
     b.name = "long";
     s.classes = {a, b};
-    s.criteria = {*parse_criterion("short: p99_ttft_ms < 100"), *parse_criterion("error_rate < 0.5"),
+    s.criteria = {*parse_criterion("short: p99_ttft_ms < 100"),
+                  *parse_criterion("error_rate < 0.5"),
                   *parse_criterion("long: p50_e2e_ms < 1000")};
     std::vector<RequestRecord> rs = {rec(0, 0, 0.05, 0.1, 3), rec(1, 0, 0.5, 2.0, 3)};
     Report r = build_report(s, rs, 2);
@@ -262,7 +269,8 @@ TEST(Criteria, ParsingAndVerdicts) {
 
 std::vector<std::map<std::string, double>> runs(std::initializer_list<double> ttft, double tput) {
     std::vector<std::map<std::string, double>> out;
-    for (double t : ttft) out.push_back({{"p99_ttft_ms", t}, {"output_tokens_per_s", tput}, {"error_rate", 0}});
+    for (double t : ttft)
+        out.push_back({{"p99_ttft_ms", t}, {"output_tokens_per_s", tput}, {"error_rate", 0}});
     return out;
 }
 
@@ -297,13 +305,15 @@ TEST(Baseline, FlagsA30PercentRegressionAndPassesA2PercentChange) {
     }
     // Single runs: the tolerance alone decides.
     EXPECT_EQ(verdict_of(compare_runs(runs({100}, 1), runs({102}, 1), 0.05), "p99_ttft_ms"), "ok");
-    EXPECT_EQ(verdict_of(compare_runs(runs({100}, 1), runs({130}, 1), 0.05), "p99_ttft_ms"), "regression");
+    EXPECT_EQ(verdict_of(compare_runs(runs({100}, 1), runs({130}, 1), 0.05), "p99_ttft_ms"),
+              "regression");
     // t quantile for 2 degrees of freedom: 4.303 * s / sqrt(3).
     EXPECT_NEAR(ci95_half_width({96, 100, 104}), 4.303 * 4 / std::sqrt(3.0), 1e-9);
 }
 
 TEST(Baseline, StoreRecordsSavesAndReadsBack) {
-    auto path = std::filesystem::temp_directory_path() / fmt::format("pagoda-bench-test-{}.db", ::getpid());
+    auto path =
+        std::filesystem::temp_directory_path() / fmt::format("pagoda-bench-test-{}.db", ::getpid());
     std::filesystem::remove(path);
     {
         auto store = BaselineStore::open(path.string());
@@ -411,32 +421,39 @@ void expect_error(const char* text, const std::string& where, const std::string&
 }
 
 TEST(Scenario, BadFilesSayFileLineAndReason) {
-    expect_error("duration = 10\n[arrival]\nrate = 5\nrat = 6\n[[class]]\ninput = 1\noutput = 1\n", "bad.toml:4:",
-                 "arrival.rat: unknown key");
-    expect_error("duration = 10\n[arrival]\nrate = \"fast\"\n[[class]]\ninput = 1\noutput = 1\n", "bad.toml:3:",
-                 "arrival.rate: expected a number, got a string");
-    expect_error("duration = 10\n[arrival]\nrate = -5\n[[class]]\ninput = 1\noutput = 1\n", "bad.toml:3:",
-                 "arrival.rate: -5 is out of range");
-    expect_error("duration = 10\n[arrival]\nrate = 5\n[[class]]\ninput = 1\noutput = 1\nsl = 3\n", "bad.toml:7:",
-                 "class[0].sl: unknown key");
-    expect_error("duration = 10\n[arrival]\nrate = 5\n[[class]]\ninput = { dist = \"zipf\" }\noutput = 1\n", "bad.toml:5:",
-                 "'zipf' is not allowed");
-    expect_error("duration = 10\n[arrival]\nrate = 5\n[[class]]\ninput = 1\noutput = 1\ncriteria = 3\n", "bad.toml:",
-                 "criteria");
-    expect_error("duration = 10\ncriteria = [\"p99_ttfb_ms < 5\"]\n[arrival]\nrate = 5\n[[class]]\ninput = 1\noutput = 1\n",
-                 "bad.toml:2:", "unknown metric");
-    expect_error("duration = \"ten\"\n[arrival]\nrate = 5\n[[class]]\ninput = 1\noutput = 1\n", "bad.toml:1:", "not a duration");
+    expect_error("duration = 10\n[arrival]\nrate = 5\nrat = 6\n[[class]]\ninput = 1\noutput = 1\n",
+                 "bad.toml:4:", "arrival.rat: unknown key");
+    expect_error("duration = 10\n[arrival]\nrate = \"fast\"\n[[class]]\ninput = 1\noutput = 1\n",
+                 "bad.toml:3:", "arrival.rate: expected a number, got a string");
+    expect_error("duration = 10\n[arrival]\nrate = -5\n[[class]]\ninput = 1\noutput = 1\n",
+                 "bad.toml:3:", "arrival.rate: -5 is out of range");
+    expect_error("duration = 10\n[arrival]\nrate = 5\n[[class]]\ninput = 1\noutput = 1\nsl = 3\n",
+                 "bad.toml:7:", "class[0].sl: unknown key");
+    expect_error(
+        "duration = 10\n[arrival]\nrate = 5\n[[class]]\ninput = { dist = \"zipf\" }\noutput = 1\n",
+        "bad.toml:5:", "'zipf' is not allowed");
+    expect_error(
+        "duration = 10\n[arrival]\nrate = 5\n[[class]]\ninput = 1\noutput = 1\ncriteria = 3\n",
+        "bad.toml:", "criteria");
+    expect_error(
+        "duration = 10\ncriteria = [\"p99_ttfb_ms < 5\"]\n[arrival]\nrate = 5\n[[class]]\ninput = "
+        "1\noutput = 1\n",
+        "bad.toml:2:", "unknown metric");
+    expect_error("duration = \"ten\"\n[arrival]\nrate = 5\n[[class]]\ninput = 1\noutput = 1\n",
+                 "bad.toml:1:", "not a duration");
     expect_error("duration = 10\n[arrival\nrate = 5\n", "bad.toml:2:", "");  // TOML syntax error
     expect_error("[arrival]\nrate = 5\n[[class]]\ninput = 1\noutput = 1\n", "bad.toml", "no limit");
-    expect_error("duration = 10\n[arrival]\nprocess = \"closed\"\n[[class]]\ninput = 1\noutput = 1\n", "bad.toml:",
-                 "needs concurrency");
-    expect_error("duration = \"10h\"\n[arrival]\nrate = 100000\n[[class]]\ninput = 1\noutput = 1\n", "bad.toml",
-                 "one run sends at most 5000000");
+    expect_error(
+        "duration = 10\n[arrival]\nprocess = \"closed\"\n[[class]]\ninput = 1\noutput = 1\n",
+        "bad.toml:", "needs concurrency");
+    expect_error("duration = \"10h\"\n[arrival]\nrate = 100000\n[[class]]\ninput = 1\noutput = 1\n",
+                 "bad.toml", "one run sends at most 5000000");
 }
 
 TEST(Scenario, ShippedExamplesParse) {
     int n = 0;
-    for (const auto& e : std::filesystem::directory_iterator(std::string(PAGODA_SOURCE_DIR) + "/scenarios")) {
+    for (const auto& e :
+         std::filesystem::directory_iterator(std::string(PAGODA_SOURCE_DIR) + "/scenarios")) {
         if (e.path().extension() != ".toml") continue;
         auto s = load_scenario_file(e.path().string());
         EXPECT_TRUE(s.ok()) << e.path() << ": " << s.error().message;
@@ -521,9 +538,11 @@ TEST(Http, UnreachableServerIsAnErrorNotACrash) {
     // Port 1 on loopback: nothing listens there.
     auto c = http::Client::create("http://127.0.0.1:1");
     ASSERT_TRUE(c.ok());
-    auto r = (*c)->fetch({.method = "GET", .path = "/v1/models", .body = {}, .content_type = {}, .headers = {}});
+    auto r = (*c)->fetch(
+        {.method = "GET", .path = "/v1/models", .body = {}, .content_type = {}, .headers = {}});
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.error().message.find("cannot connect to 127.0.0.1:1"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("cannot connect to 127.0.0.1:1"), std::string::npos)
+        << r.error().message;
 }
 
 TEST(Output, JsonHasTheDocumentedTopLevelFields) {
@@ -533,8 +552,9 @@ TEST(Output, JsonHasTheDocumentedTopLevelFields) {
     std::vector<RequestRecord> rs = {rec(0, 0, 0.05, 0.1, 3)};
     Report r = build_report(s, rs, 1);
     auto j = report_json(r);
-    for (const char* k : {"requests", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens_per_s", "requests_per_s",
-                          "goodput_rps", "error_rate", "classes", "verdict", "criteria", "series"}) {
+    for (const char* k : {"requests", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms",
+                          "output_tokens_per_s", "requests_per_s", "goodput_rps", "error_rate",
+                          "classes", "verdict", "criteria", "series"}) {
         EXPECT_TRUE(j.contains(k)) << k;
     }
     for (const char* k : {"mean", "p50", "p90", "p99"}) EXPECT_TRUE(j["ttft_ms"].contains(k)) << k;

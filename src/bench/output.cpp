@@ -12,9 +12,9 @@ namespace {
 json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
 json summary_json(const Summary& s) {
-    return json{{"n", s.n},           {"mean", num(s.mean)}, {"stddev", num(s.stddev)}, {"p50", num(s.p50)},
-                {"p90", num(s.p90)},  {"p95", num(s.p95)},   {"p99", num(s.p99)},       {"p999", num(s.p999)},
-                {"max", num(s.max)}};
+    return json{{"n", s.n},          {"mean", num(s.mean)}, {"stddev", num(s.stddev)},
+                {"p50", num(s.p50)}, {"p90", num(s.p90)},   {"p95", num(s.p95)},
+                {"p99", num(s.p99)}, {"p999", num(s.p999)}, {"max", num(s.max)}};
 }
 
 std::string ms(double v) { return std::isfinite(v) ? fmt::format("{:.1f}", v) : "-"; }
@@ -40,8 +40,8 @@ struct Series {
 
 const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
 
-std::string svg_chart(const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                      const std::vector<Series>& series) {
+std::string svg_chart(const std::string& title, const std::string& xlabel,
+                      const std::string& ylabel, const std::vector<Series>& series) {
     const double W = 640, H = 300, L = 60, R = 20, T = 30, B = 40;
     double xmin = INFINITY, xmax = -INFINITY, ymin = 0, ymax = -INFINITY;
     for (const auto& s : series) {
@@ -52,41 +52,53 @@ std::string svg_chart(const std::string& title, const std::string& xlabel, const
             ymax = std::max(ymax, y);
         }
     }
-    std::string o = fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' class='chart'>", W, H);
+    std::string o = fmt::format(
+        "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' class='chart'>", W, H);
     o += fmt::format("<text x='{}' y='18' font-weight='bold'>{}</text>", L, html_escape(title));
-    if (!std::isfinite(xmin) || !std::isfinite(ymax)) return o + "<text x='60' y='150'>no data</text></svg>";
+    if (!std::isfinite(xmin) || !std::isfinite(ymax))
+        return o + "<text x='60' y='150'>no data</text></svg>";
     if (xmax <= xmin) xmax = xmin + 1;
     if (ymax <= ymin) ymax = ymin + 1;
     auto px = [&](double x) { return L + (x - xmin) / (xmax - xmin) * (W - L - R); };
     auto py = [&](double y) { return H - B - (y - ymin) / (ymax - ymin) * (H - T - B); };
-    o += fmt::format("<rect x='{}' y='{}' width='{}' height='{}' fill='none' stroke='#999'/>", L, T, W - L - R, H - T - B);
+    o += fmt::format("<rect x='{}' y='{}' width='{}' height='{}' fill='none' stroke='#999'/>", L, T,
+                     W - L - R, H - T - B);
     for (int i = 0; i <= 4; ++i) {
         double y = ymin + (ymax - ymin) * i / 4, x = xmin + (xmax - xmin) * i / 4;
-        o += fmt::format("<text x='{}' y='{}' font-size='10' text-anchor='end'>{:.4g}</text>", L - 4, py(y) + 3, y);
-        o += fmt::format("<text x='{}' y='{}' font-size='10' text-anchor='middle'>{:.4g}</text>", px(x), H - B + 14, x);
+        o += fmt::format("<text x='{}' y='{}' font-size='10' text-anchor='end'>{:.4g}</text>",
+                         L - 4, py(y) + 3, y);
+        o += fmt::format("<text x='{}' y='{}' font-size='10' text-anchor='middle'>{:.4g}</text>",
+                         px(x), H - B + 14, x);
     }
-    o += fmt::format("<text x='{}' y='{}' font-size='11' text-anchor='middle'>{}</text>", (L + W - R) / 2, H - 6, html_escape(xlabel));
-    o += fmt::format("<text x='12' y='{}' font-size='11' transform='rotate(-90 12 {})' text-anchor='middle'>{}</text>",
-                     (T + H - B) / 2, (T + H - B) / 2, html_escape(ylabel));
+    o += fmt::format("<text x='{}' y='{}' font-size='11' text-anchor='middle'>{}</text>",
+                     (L + W - R) / 2, H - 6, html_escape(xlabel));
+    o += fmt::format(
+        "<text x='12' y='{}' font-size='11' transform='rotate(-90 12 {})' "
+        "text-anchor='middle'>{}</text>",
+        (T + H - B) / 2, (T + H - B) / 2, html_escape(ylabel));
     for (size_t i = 0; i < series.size(); ++i) {
         const char* color = kColors[i % 6];
         std::string pts;
         for (auto [x, y] : series[i].pts) {
-            if (std::isfinite(x) && std::isfinite(y)) pts += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
+            if (std::isfinite(x) && std::isfinite(y))
+                pts += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
         }
-        o += fmt::format("<polyline fill='none' stroke='{}' stroke-width='1.5' points='{}'/>", color, pts);
-        o += fmt::format("<text x='{}' y='{}' font-size='11' fill='{}'>{}</text>", W - R - 150, T + 14 + 14 * double(i), color,
-                         html_escape(series[i].name));
+        o += fmt::format("<polyline fill='none' stroke='{}' stroke-width='1.5' points='{}'/>",
+                         color, pts);
+        o += fmt::format("<text x='{}' y='{}' font-size='11' fill='{}'>{}</text>", W - R - 150,
+                         T + 14 + 14 * double(i), color, html_escape(series[i].name));
     }
     return o + "</svg>";
 }
 
 Series cdf(const std::string& name, std::vector<double> v) {
     Series s{name, {}};
-    v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
+    v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }),
+            v.end());
     std::sort(v.begin(), v.end());
     size_t step = std::max<size_t>(1, v.size() / 400);
-    for (size_t i = 0; i < v.size(); i += step) s.pts.emplace_back(v[i], double(i + 1) / double(v.size()));
+    for (size_t i = 0; i < v.size(); i += step)
+        s.pts.emplace_back(v[i], double(i + 1) / double(v.size()));
     if (!v.empty()) s.pts.emplace_back(v.back(), 1.0);
     return s;
 }
@@ -131,23 +143,31 @@ json report_json(const Report& r) {
     json series = json::array();
     for (size_t i = 0; i < r.series.size(); ++i) {
         const auto& b = r.series[i];
-        series.push_back({{"t", i}, {"sent", b.sent}, {"completed", b.completed}, {"in_flight", b.in_flight},
-                          {"errors", b.errors}, {"output_tokens", b.output_tokens}, {"ttft_mean_ms", b.ttft_mean_ms}});
+        series.push_back({{"t", i},
+                          {"sent", b.sent},
+                          {"completed", b.completed},
+                          {"in_flight", b.in_flight},
+                          {"errors", b.errors},
+                          {"output_tokens", b.output_tokens},
+                          {"ttft_mean_ms", b.ttft_mean_ms}});
     }
     j["series"] = series;
     j["verdict"] = r.verdict;
     j["criteria"] = json::array();
     for (const auto& c : r.criteria) {
-        j["criteria"].push_back({{"name", c.criterion.text},
-                                 {"class", c.criterion.klass.empty() ? json(nullptr) : json(c.criterion.klass)},
-                                 {"metric", c.criterion.metric},
-                                 {"op", c.criterion.op},
-                                 {"threshold", c.criterion.threshold},
-                                 {"value", num(c.value)},
-                                 {"pass", c.pass}});
+        j["criteria"].push_back(
+            {{"name", c.criterion.text},
+             {"class", c.criterion.klass.empty() ? json(nullptr) : json(c.criterion.klass)},
+             {"metric", c.criterion.metric},
+             {"op", c.criterion.op},
+             {"threshold", c.criterion.threshold},
+             {"value", num(c.value)},
+             {"pass", c.pass}});
     }
-    j["client"] = {{"send_lag_p50_ms", r.send_lag_p50_ms}, {"send_lag_p99_ms", r.send_lag_p99_ms},
-                   {"send_lag_max_ms", r.send_lag_max_ms}, {"late_sends", r.late_sends},
+    j["client"] = {{"send_lag_p50_ms", r.send_lag_p50_ms},
+                   {"send_lag_p99_ms", r.send_lag_p99_ms},
+                   {"send_lag_max_ms", r.send_lag_max_ms},
+                   {"late_sends", r.late_sends},
                    {"saturated", r.client_saturated}};
     j["prompts"] = {{"synthesised", r.prompts_synthesised}, {"exact_length", r.prompts_exact}};
     j["usage_mismatches"] = r.usage_mismatches;
@@ -159,16 +179,19 @@ json report_json(const Report& r) {
 
 std::string terminal_summary(const Report& r) {
     std::string o;
-    o += fmt::format("scenario {}  ({:.1f} s, counted window {:.0f}-{:.0f} s)\n", r.scenario, r.duration_s, r.window_begin_s,
-                     r.window_end_s);
-    o += fmt::format("{:<12} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>8}\n", "class", "sent", "ok",
-                     "failed", "ttft p50", "ttft p99", "tpot p50", "tpot p99", "e2e p50", "e2e p99", "req/s", "out tok/s",
-                     "goodput");
+    o += fmt::format("scenario {}  ({:.1f} s, counted window {:.0f}-{:.0f} s)\n", r.scenario,
+                     r.duration_s, r.window_begin_s, r.window_end_s);
+    o += fmt::format(
+        "{:<12} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>8}\n", "class",
+        "sent", "ok", "failed", "ttft p50", "ttft p99", "tpot p50", "tpot p99", "e2e p50",
+        "e2e p99", "req/s", "out tok/s", "goodput");
     auto row = [&](const Stats& s) {
-        o += fmt::format("{:<12} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2f} {:>9.1f} {:>7.0f}%\n",
-                         s.name.substr(0, 12), s.sent, s.completed, s.failed, ms(s.ttft.p50), ms(s.ttft.p99), ms(s.tpot.p50),
-                         ms(s.tpot.p99), ms(s.e2e.p50), ms(s.e2e.p99), s.requests_per_s, s.output_tokens_per_s,
-                         s.goodput_ratio * 100);
+        o += fmt::format(
+            "{:<12} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2f} {:>9.1f} "
+            "{:>7.0f}%\n",
+            s.name.substr(0, 12), s.sent, s.completed, s.failed, ms(s.ttft.p50), ms(s.ttft.p99),
+            ms(s.tpot.p50), ms(s.tpot.p99), ms(s.e2e.p50), ms(s.e2e.p99), s.requests_per_s,
+            s.output_tokens_per_s, s.goodput_ratio * 100);
     };
     for (const auto& c : r.classes) {
         if (r.classes.size() > 1) row(c);
@@ -177,9 +200,11 @@ std::string terminal_summary(const Report& r) {
     o += "(latencies in ms; goodput = share of requests meeting every SLO of their class)\n";
     for (const auto& [k, v] : r.overall.errors) o += fmt::format("errors: {} x {}\n", v, k);
     if (r.client_saturated) {
-        o += fmt::format("WARNING: the client fell behind its schedule ({} sends over 10 ms late, p99 {:.1f} ms): "
-                         "the offered load was lower than asked\n",
-                         r.late_sends, r.send_lag_p99_ms);
+        o += fmt::format(
+            "WARNING: the client fell behind its schedule ({} sends over 10 ms late, p99 {:.1f} "
+            "ms): "
+            "the offered load was lower than asked\n",
+            r.late_sends, r.send_lag_p99_ms);
     }
     // Server-side stage means from the target's /metrics, beside the client's view.
     json sm = json::parse(r.server_metrics_json, nullptr, false);
@@ -187,7 +212,9 @@ std::string terminal_summary(const Report& r) {
         auto mean_ms = [&](const std::string& base) {
             double n = 0, sum = 0;
             for (auto it = sm.begin(); it != sm.end(); ++it) {
-                if (it.key().substr(0, it.key().find('{')) != base || !it.value().is_object() || !it.value().contains("mean_ms")) continue;
+                if (it.key().substr(0, it.key().find('{')) != base || !it.value().is_object() ||
+                    !it.value().contains("mean_ms"))
+                    continue;
                 double c = it.value()["count"].get<double>();
                 n += c;
                 sum += c * it.value()["mean_ms"].get<double>();
@@ -199,20 +226,25 @@ std::string terminal_summary(const Report& r) {
             const double v = mean_ms("vllm:" + suffix);
             return std::isfinite(v) ? v : mean_ms("pagoda_" + suffix);
         };
-        double q = server_ms("request_queue_time_seconds"), pf = server_ms("request_prefill_time_seconds"),
-               dc = server_ms("request_decode_time_seconds"), tt = server_ms("time_to_first_token_seconds");
+        double q = server_ms("request_queue_time_seconds"),
+               pf = server_ms("request_prefill_time_seconds"),
+               dc = server_ms("request_decode_time_seconds"),
+               tt = server_ms("time_to_first_token_seconds");
         if (std::isfinite(q) || std::isfinite(tt)) {
-            o += fmt::format("server (/metrics, means over the run): queue {} ms, prefill {} ms, decode {} ms, TTFT {} ms "
-                             "(client TTFT mean {} ms)\n",
-                             ms(q), ms(pf), ms(dc), ms(tt), ms(r.overall.ttft.mean));
+            o += fmt::format(
+                "server (/metrics, means over the run): queue {} ms, prefill {} ms, decode {} ms, "
+                "TTFT {} ms "
+                "(client TTFT mean {} ms)\n",
+                ms(q), ms(pf), ms(dc), ms(tt), ms(r.overall.ttft.mean));
         }
     }
     if (!r.aborted.empty()) o += fmt::format("ABORTED: {}\n", r.aborted);
     if (!r.criteria.empty()) {
         o += "criteria:\n";
         for (const auto& c : r.criteria) {
-            o += fmt::format("  {:<4} {:<40} value {}\n", c.pass ? "PASS" : "FAIL", c.criterion.text,
-                             std::isfinite(c.value) ? fmt::format("{:.4g}", c.value) : "(no data)");
+            o +=
+                fmt::format("  {:<4} {:<40} value {}\n", c.pass ? "PASS" : "FAIL", c.criterion.text,
+                            std::isfinite(c.value) ? fmt::format("{:.4g}", c.value) : "(no data)");
         }
     }
     o += fmt::format("verdict: {}\n", r.verdict);
@@ -220,13 +252,14 @@ std::string terminal_summary(const Report& r) {
 }
 
 std::string deltas_table(const std::vector<MetricDelta>& deltas) {
-    std::string o = fmt::format("{:<22} {:>12} {:>10} {:>12} {:>10} {:>9} {:>8}  {}\n", "metric", "baseline", "±95%", "current",
-                                "±95%", "delta", "noise", "verdict");
+    std::string o = fmt::format("{:<22} {:>12} {:>10} {:>12} {:>10} {:>9} {:>8}  {}\n", "metric",
+                                "baseline", "±95%", "current", "±95%", "delta", "noise", "verdict");
     for (const auto& d : deltas) {
         bool abs = d.metric == "error_rate";
-        o += fmt::format("{:<22} {:>12.4g} {:>10.3g} {:>12.4g} {:>10.3g} {:>8.1f}{} {:>7.1f}{}  {}\n", d.metric, d.base_mean,
-                         d.base_ci, d.cur_mean, d.cur_ci, d.delta_rel * 100, abs ? "pp" : "%", d.noise_band * 100,
-                         abs ? "pp" : "%", d.verdict);
+        o += fmt::format(
+            "{:<22} {:>12.4g} {:>10.3g} {:>12.4g} {:>10.3g} {:>8.1f}{} {:>7.1f}{}  {}\n", d.metric,
+            d.base_mean, d.base_ci, d.cur_mean, d.cur_ci, d.delta_rel * 100, abs ? "pp" : "%",
+            d.noise_band * 100, abs ? "pp" : "%", d.verdict);
     }
     return o;
 }
@@ -234,47 +267,73 @@ std::string deltas_table(const std::vector<MetricDelta>& deltas) {
 json deltas_json(const std::vector<MetricDelta>& deltas) {
     json a = json::array();
     for (const auto& d : deltas) {
-        a.push_back({{"metric", d.metric}, {"baseline_mean", d.base_mean}, {"baseline_ci95", d.base_ci},
-                     {"current_mean", d.cur_mean}, {"current_ci95", d.cur_ci}, {"delta_rel", d.delta_rel},
-                     {"noise_band", d.noise_band}, {"verdict", d.verdict}});
+        a.push_back({{"metric", d.metric},
+                     {"baseline_mean", d.base_mean},
+                     {"baseline_ci95", d.base_ci},
+                     {"current_mean", d.cur_mean},
+                     {"current_ci95", d.cur_ci},
+                     {"delta_rel", d.delta_rel},
+                     {"noise_band", d.noise_band},
+                     {"verdict", d.verdict}});
     }
     return a;
 }
 
-std::string html_report(const Report& r, const Scenario& s, const std::vector<RequestRecord>& records) {
-    std::string o = "<!DOCTYPE html><html><head><meta charset='utf-8'><title>pagoda bench: " + html_escape(r.scenario) +
-                     "</title><style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;"
-                     "margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
-                     ".pass{color:#080;font-weight:bold}.fail{color:#b00;font-weight:bold}.chart{margin:0.5em}</style>"
-                     "</head><body>";
-    o += fmt::format("<h1>pagoda bench: {}</h1><p>target {} &middot; model {} &middot; started {} &middot; {:.1f} s &middot; "
-                     "counted window {:.0f}&ndash;{:.0f} s</p>",
-                     html_escape(r.scenario), html_escape(r.url), html_escape(r.model), html_escape(r.started_at), r.duration_s,
-                     r.window_begin_s, r.window_end_s);
-    o += fmt::format("<h2>Verdict: <span class='{}'>{}</span></h2>", r.verdict == "fail" ? "fail" : "pass", r.verdict);
+std::string html_report(const Report& r, const Scenario& s,
+                        const std::vector<RequestRecord>& records) {
+    std::string o = "<!DOCTYPE html><html><head><meta charset='utf-8'><title>pagoda bench: " +
+                    html_escape(r.scenario) +
+                    "</"
+                    "title><style>body{font-family:sans-serif;margin:2em;color:#222}table{border-"
+                    "collapse:collapse;"
+                    "margin:1em 0}td,th{border:1px solid #ccc;padding:3px "
+                    "8px;text-align:right}th{background:#f3f3f3}"
+                    ".pass{color:#080;font-weight:bold}.fail{color:#b00;font-weight:bold}.chart{"
+                    "margin:0.5em}</style>"
+                    "</head><body>";
+    o += fmt::format(
+        "<h1>pagoda bench: {}</h1><p>target {} &middot; model {} &middot; started {} &middot; "
+        "{:.1f} s &middot; "
+        "counted window {:.0f}&ndash;{:.0f} s</p>",
+        html_escape(r.scenario), html_escape(r.url), html_escape(r.model),
+        html_escape(r.started_at), r.duration_s, r.window_begin_s, r.window_end_s);
+    o += fmt::format("<h2>Verdict: <span class='{}'>{}</span></h2>",
+                     r.verdict == "fail" ? "fail" : "pass", r.verdict);
     if (!r.criteria.empty()) {
         o += "<table><tr><th>criterion</th><th>value</th><th>result</th></tr>";
         for (const auto& c : r.criteria) {
-            o += fmt::format("<tr><td style='text-align:left'>{}</td><td>{}</td><td class='{}'>{}</td></tr>",
-                             html_escape(c.criterion.text), std::isfinite(c.value) ? fmt::format("{:.4g}", c.value) : "no data",
-                             c.pass ? "pass" : "fail", c.pass ? "PASS" : "FAIL");
+            o += fmt::format(
+                "<tr><td style='text-align:left'>{}</td><td>{}</td><td class='{}'>{}</td></tr>",
+                html_escape(c.criterion.text),
+                std::isfinite(c.value) ? fmt::format("{:.4g}", c.value) : "no data",
+                c.pass ? "pass" : "fail", c.pass ? "PASS" : "FAIL");
         }
         o += "</table>";
     }
     if (!r.aborted.empty()) o += "<p class='fail'>Aborted: " + html_escape(r.aborted) + "</p>";
-    if (r.client_saturated) o += "<p class='fail'>The client fell behind its schedule; the offered load was lower than asked.</p>";
-    o += "<h2>Statistics (ms)</h2><table><tr><th>class</th><th>sent</th><th>ok</th><th>failed</th><th>TTFT p50</th>"
-         "<th>TTFT p90</th><th>TTFT p99</th><th>TPOT p50</th><th>TPOT p99</th><th>ITL p99</th><th>E2E p50</th><th>E2E p99</th>"
-         "<th>req/s</th><th>out tok/s</th><th>goodput</th></tr>";
+    if (r.client_saturated)
+        o += "<p class='fail'>The client fell behind its schedule; the offered load was lower than "
+             "asked.</p>";
+    o +=
+        "<h2>Statistics "
+        "(ms)</h2><table><tr><th>class</th><th>sent</th><th>ok</th><th>failed</th><th>TTFT p50</th>"
+        "<th>TTFT p90</th><th>TTFT p99</th><th>TPOT p50</th><th>TPOT p99</th><th>ITL "
+        "p99</th><th>E2E p50</th><th>E2E p99</th>"
+        "<th>req/s</th><th>out tok/s</th><th>goodput</th></tr>";
     std::vector<const Stats*> rows;
     for (const auto& c : r.classes) rows.push_back(&c);
     rows.push_back(&r.overall);
     for (const Stats* st : rows) {
-        o += fmt::format("<tr><td style='text-align:left'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.1f}</td><td>{:.0f}%</td></tr>",
-                         html_escape(st->name), st->sent, st->completed, st->failed, ms(st->ttft.p50), ms(st->ttft.p90),
-                         ms(st->ttft.p99), ms(st->tpot.p50), ms(st->tpot.p99), ms(st->itl.p99), ms(st->e2e.p50),
-                         ms(st->e2e.p99), st->requests_per_s, st->output_tokens_per_s, st->goodput_ratio * 100);
+        o += fmt::format(
+            "<tr><td "
+            "style='text-align:left'>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+            "td><td>{}</td>"
+            "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.1f}</"
+            "td><td>{:.0f}%</td></tr>",
+            html_escape(st->name), st->sent, st->completed, st->failed, ms(st->ttft.p50),
+            ms(st->ttft.p90), ms(st->ttft.p99), ms(st->tpot.p50), ms(st->tpot.p99), ms(st->itl.p99),
+            ms(st->e2e.p50), ms(st->e2e.p99), st->requests_per_s, st->output_tokens_per_s,
+            st->goodput_ratio * 100);
     }
     o += "</table><h2>Latency distributions</h2>";
     std::vector<Series> ttft, e2e;
@@ -292,7 +351,8 @@ std::string html_report(const Report& r, const Scenario& s, const std::vector<Re
     o += svg_chart("TTFT CDF", "ms", "fraction", ttft);
     o += svg_chart("End-to-end latency CDF", "ms", "fraction", e2e);
     o += "<h2>Over time</h2>";
-    Series sent{"sent/s", {}}, done{"completed/s", {}}, infl{"in flight", {}}, tt{"mean TTFT (ms)", {}};
+    Series sent{"sent/s", {}}, done{"completed/s", {}}, infl{"in flight", {}},
+        tt{"mean TTFT (ms)", {}};
     for (size_t i = 0; i < r.series.size(); ++i) {
         sent.pts.emplace_back(double(i), double(r.series[i].sent));
         done.pts.emplace_back(double(i), double(r.series[i].completed));
@@ -301,7 +361,8 @@ std::string html_report(const Report& r, const Scenario& s, const std::vector<Re
     }
     o += svg_chart("Throughput", "seconds", "requests", {sent, done, infl});
     o += svg_chart("TTFT over time", "seconds", "ms", {tt});
-    o += "<p>Definitions: docs/metrics.md (pagoda bench). Generated by pagoda bench.</p></body></html>\n";
+    o += "<p>Definitions: docs/metrics.md (pagoda bench). Generated by pagoda "
+         "bench.</p></body></html>\n";
     return o;
 }
 

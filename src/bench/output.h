@@ -2,10 +2,9 @@
 // Report output: JSON (schema in docs/metrics.md), a terminal summary, and a self-contained
 // HTML page with inline SVG charts (no scripts, nothing fetched).
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bench/stats.h"
 
@@ -14,7 +13,8 @@ namespace pagoda::bench {
 nlohmann::json report_json(const Report& r);
 nlohmann::json stats_json(const Stats& s);
 std::string terminal_summary(const Report& r);
-std::string html_report(const Report& r, const Scenario& s, const std::vector<RequestRecord>& records);
+std::string html_report(const Report& r, const Scenario& s,
+                        const std::vector<RequestRecord>& records);
 std::string deltas_table(const std::vector<MetricDelta>& deltas);
 nlohmann::json deltas_json(const std::vector<MetricDelta>& deltas);
 

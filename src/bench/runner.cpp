@@ -1,7 +1,5 @@
 #include "bench/runner.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -10,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -26,7 +25,11 @@ Result<http::ClientResponse> get(http::Client& c, const std::string& path) {
 }
 
 Result<http::ClientResponse> post_json(http::Client& c, const std::string& path, const json& body) {
-    return c.fetch({.method = "POST", .path = path, .body = body.dump(), .content_type = "application/json", .headers = {}});
+    return c.fetch({.method = "POST",
+                    .path = path,
+                    .body = body.dump(),
+                    .content_type = "application/json",
+                    .headers = {}});
 }
 
 // One /tokenize dialect: how to ask, and where the count is in the answer.
@@ -40,15 +43,19 @@ TokenCounter tokenize_counter(http::Client* c, TokenizeShape shape) {
         auto r = post_json(*c, "/tokenize", shape.body(text));
         if (!r) return r.error();
         json j = json::parse(r->body, nullptr, false);
-        std::optional<int64_t> n = r->status == 200 && j.is_object() ? shape.count(j) : std::nullopt;
-        if (!n) return make_error(ErrorCode::kIo, "/tokenize answered HTTP {}: {}", r->status, r->body.substr(0, 200));
+        std::optional<int64_t> n =
+            r->status == 200 && j.is_object() ? shape.count(j) : std::nullopt;
+        if (!n)
+            return make_error(ErrorCode::kIo, "/tokenize answered HTTP {}: {}", r->status,
+                              r->body.substr(0, 200));
         return *n;
     };
 }
 
 }  // namespace
 
-Result<Target> connect_target(const std::string& url, const std::string& api_key, const std::string& model) {
+Result<Target> connect_target(const std::string& url, const std::string& api_key,
+                              const std::string& model) {
     Target t;
     t.url = url;
     http::ClientOptions co;
@@ -57,15 +64,20 @@ Result<Target> connect_target(const std::string& url, const std::string& api_key
     if (!api_key.empty()) co.headers.emplace_back("Authorization", "Bearer " + api_key);
     PAGODA_ASSIGN_OR_RETURN(t.client, http::Client::create(url, co));
     auto r = get(*t.client, "/v1/models");
-    if (!r) return make_error(ErrorCode::kIo, "cannot reach the server at {}: {}", url, r.error().message);
+    if (!r)
+        return make_error(ErrorCode::kIo, "cannot reach the server at {}: {}", url,
+                          r.error().message);
     if (r->status == 401 || r->status == 403) {
-        return make_error(ErrorCode::kInvalidArgument, "{} refused the request (HTTP {}): pass the right --api-key", url, r->status);
+        return make_error(ErrorCode::kInvalidArgument,
+                          "{} refused the request (HTTP {}): pass the right --api-key", url,
+                          r->status);
     }
     json j = json::parse(r->body, nullptr, false);
     if (r->status != 200 || !j.is_object() || !j.contains("data") || !j["data"].is_array()) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "{} does not look like an OpenAI-compatible server: GET /v1/models gave HTTP {} ({})", url, r->status,
-                          r->body.substr(0, 200));
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "{} does not look like an OpenAI-compatible server: GET /v1/models gave HTTP {} ({})",
+            url, r->status, r->body.substr(0, 200));
     }
     json entry = json::object();
     for (const auto& m : j["data"]) {
@@ -78,10 +90,13 @@ Result<Target> connect_target(const std::string& url, const std::string& api_key
     if (!entry.contains("id")) {
         std::string ids;
         for (const auto& m : j["data"]) {
-            if (m.is_object() && m.contains("id") && m["id"].is_string()) ids += (ids.empty() ? "" : ", ") + m["id"].get<std::string>();
+            if (m.is_object() && m.contains("id") && m["id"].is_string())
+                ids += (ids.empty() ? "" : ", ") + m["id"].get<std::string>();
         }
-        if (model.empty()) return make_error(ErrorCode::kInvalidArgument, "{} serves no models", url);
-        return make_error(ErrorCode::kInvalidArgument, "{} does not serve model '{}'; it serves: {}", url, model, ids);
+        if (model.empty())
+            return make_error(ErrorCode::kInvalidArgument, "{} serves no models", url);
+        return make_error(ErrorCode::kInvalidArgument,
+                          "{} does not serve model '{}'; it serves: {}", url, model, ids);
     }
     t.model = entry["id"].get<std::string>();
     if (entry.contains("max_model_len") && entry["max_model_len"].is_number_integer()) {
@@ -102,12 +117,16 @@ TokenCounter server_token_counter(Target& t) {
     const std::string model = t.model;
     // Pagoda and vLLM: {"model", "prompt"} -> {"count"}; llama.cpp: {"content"} -> {"tokens"}.
     std::vector<TokenizeShape> shapes = {
-        {[model](const std::string& text) { return json{{"model", model}, {"prompt", text}}; },
+        {[model](const std::string& text) {
+             return json{{"model", model}, {"prompt", text}};
+         },
          [](const json& j) -> std::optional<int64_t> {
              if (!j.contains("count") || !j["count"].is_number_integer()) return std::nullopt;
              return j["count"].get<int64_t>();
          }},
-        {[](const std::string& text) { return json{{"content", text}, {"add_special", true}}; },
+        {[](const std::string& text) {
+             return json{{"content", text}, {"add_special", true}};
+         },
          [](const json& j) -> std::optional<int64_t> {
              if (!j.contains("tokens") || !j["tokens"].is_array()) return std::nullopt;
              return int64_t(j["tokens"].size());
@@ -122,7 +141,9 @@ TokenCounter server_token_counter(Target& t) {
 }
 
 TokenCounter approximate_token_counter() {
-    return [](const std::string& text) -> Result<int64_t> { return int64_t(1 + (text.size() + 3) / 4); };
+    return [](const std::string& text) -> Result<int64_t> {
+        return int64_t(1 + (text.size() + 3) / 4);
+    };
 }
 
 std::map<std::string, double> scrape_metrics(Target& t) {
@@ -146,7 +167,8 @@ std::map<std::string, double> scrape_metrics(Target& t) {
     return out;
 }
 
-std::string metric_deltas_json(const std::map<std::string, double>& before, const std::map<std::string, double>& after) {
+std::string metric_deltas_json(const std::map<std::string, double>& before,
+                               const std::map<std::string, double>& after) {
     json out = json::object();
     auto delta = [&](const std::string& k) {
         auto a = after.find(k);
@@ -156,7 +178,8 @@ std::string metric_deltas_json(const std::map<std::string, double>& before, cons
     };
     for (const auto& [k, v] : after) {
         size_t brace = k.find('{');
-        std::string name = k.substr(0, brace), labels = brace == std::string::npos ? "" : k.substr(brace);
+        std::string name = k.substr(0, brace),
+                    labels = brace == std::string::npos ? "" : k.substr(brace);
         if (name.ends_with("_bucket")) continue;
         if (name.ends_with("_count")) {
             std::string base = name.substr(0, name.size() - 6);
@@ -227,12 +250,15 @@ struct StreamParser {
         if (j.contains("error")) {
             rec->error_kind = "stream";
             const json& e = j["error"];
-            rec->error = e.is_object() && e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : e.dump();
+            rec->error = e.is_object() && e.contains("message") && e["message"].is_string()
+                             ? e["message"].get<std::string>()
+                             : e.dump();
             return;
         }
         if (j.contains("usage") && j["usage"].is_object()) {
             const json& u = j["usage"];
-            if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_integer()) rec->prompt_tokens = u["prompt_tokens"].get<int64_t>();
+            if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_integer())
+                rec->prompt_tokens = u["prompt_tokens"].get<int64_t>();
             if (u.contains("completion_tokens") && u["completion_tokens"].is_number_integer()) {
                 rec->completion_tokens = u["completion_tokens"].get<int64_t>();
             }
@@ -241,14 +267,16 @@ struct StreamParser {
         const json& c = j["choices"][0];
         const json* text = nullptr;
         if (chat) {
-            if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content")) text = &c["delta"]["content"];
+            if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content"))
+                text = &c["delta"]["content"];
         } else if (c.contains("text")) {
             text = &c["text"];
         }
         if (!text) return;
         bool has_text = text->is_string() && !text->get_ref<const std::string&>().empty();
         bool finished = c.contains("finish_reason") && !c["finish_reason"].is_null();
-        // A token chunk: it has text, or it is a mid-stream chunk (a token that is not yet printable).
+        // A token chunk: it has text, or it is a mid-stream chunk (a token that is not yet
+        // printable).
         if (has_text || (!finished && text->is_string())) {
             if (rec->first_token_s < 0) rec->first_token_s = t;
             rec->token_s.push_back(t);
@@ -257,12 +285,9 @@ struct StreamParser {
 };
 
 std::string request_body(const Scenario& s, const PlannedRequest& p, const std::string& model) {
-    json b = {{"model", model},
-              {"max_tokens", p.output_len},
-              {"stream", true},
-              {"stream_options", {{"include_usage", true}}},
-              {"ignore_eos", true},
-              {"temperature", 0}};
+    json b = {{"model", model},     {"max_tokens", p.output_len},
+              {"stream", true},     {"stream_options", {{"include_usage", true}}},
+              {"ignore_eos", true}, {"temperature", 0}};
     if (s.endpoint == "chat") {
         b["messages"] = json::array({{{"role", "user"}, {"content", p.prompt}}});
     } else {
@@ -273,13 +298,15 @@ std::string request_body(const Scenario& s, const PlannedRequest& p, const std::
 
 }  // namespace
 
-RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan, std::vector<Target*> targets,
-                   const RunOptions& opts) {
+RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan,
+                   std::vector<Target*> targets, const RunOptions& opts) {
     RunResult res;
     const bool closed = s.arrival.kind == Arrival::Kind::kClosed;
     // Closed loop reuses the plan cyclically when only a duration limits the run.
-    const size_t limit = closed ? (s.requests > 0 ? size_t(s.requests) : size_t(1) << 40) : plan.size();
-    const size_t reserve = std::min<size_t>(limit, closed ? std::max<size_t>(plan.size(), 1) * 64 : plan.size());
+    const size_t limit =
+        closed ? (s.requests > 0 ? size_t(s.requests) : size_t(1) << 40) : plan.size();
+    const size_t reserve =
+        std::min<size_t>(limit, closed ? std::max<size_t>(plan.size(), 1) * 64 : plan.size());
     res.records.reserve(reserve);
     auto shared = std::make_shared<Shared>();
     std::atomic<bool> stop_sending{false};
@@ -340,10 +367,12 @@ RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan, s
             } else if (rec->status != 200) {
                 rec->error_kind = rec->status >= 500 ? "http_5xx" : "http_4xx";
                 json j = json::parse(sp->body, nullptr, false);
-                rec->error = fmt::format("HTTP {}: {}", rec->status,
-                                         j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message")
-                                             ? j["error"]["message"].dump()
-                                             : sp->body.substr(0, 200));
+                rec->error =
+                    fmt::format("HTTP {}: {}", rec->status,
+                                j.is_object() && j.contains("error") && j["error"].is_object() &&
+                                        j["error"].contains("message")
+                                    ? j["error"]["message"].dump()
+                                    : sp->body.substr(0, 200));
             } else if (rec->error_kind.empty() && !sp->done_seen) {
                 rec->error_kind = "stream";
                 rec->error = "the stream ended without data: [DONE]";
@@ -372,12 +401,13 @@ RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan, s
             shared->cv.notify_all();
             if (follow != SIZE_MAX) send(follow, true);
         };
-        tg->client->start({.method = "POST",
-                           .path = s.endpoint == "chat" ? "/v1/chat/completions" : "/v1/completions",
-                           .body = request_body(s, p, tg->model),
-                           .content_type = "application/json",
-                           .headers = {}},
-                          std::move(cb));
+        tg->client->start(
+            {.method = "POST",
+             .path = s.endpoint == "chat" ? "/v1/chat/completions" : "/v1/completions",
+             .body = request_body(s, p, tg->model),
+             .content_type = "application/json",
+             .headers = {}},
+            std::move(cb));
     };
 
     double last_progress = -1;
@@ -390,10 +420,12 @@ RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan, s
             if (s.stop_error_rate > 0 && shared->finished >= 20 &&
                 double(shared->failed) / double(shared->finished) > s.stop_error_rate) {
                 res.aborted = fmt::format("error rate {:.1f}% passed the stop bound {:.1f}%",
-                                          100.0 * double(shared->failed) / double(shared->finished), 100 * s.stop_error_rate);
+                                          100.0 * double(shared->failed) / double(shared->finished),
+                                          100 * s.stop_error_rate);
             }
             if (s.stop_in_flight > 0 && in_flight > s.stop_in_flight) {
-                res.aborted = fmt::format("{} requests in flight passed the stop bound {}", in_flight, s.stop_in_flight);
+                res.aborted = fmt::format("{} requests in flight passed the stop bound {}",
+                                          in_flight, s.stop_in_flight);
             }
             if (!res.aborted.empty()) stop_sending = true;
         }
@@ -405,11 +437,16 @@ RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan, s
                 std::sort(v.begin(), v.end());
                 p99 = percentile_sorted(v, 0.99);
             }
-            std::string total = closed && s.requests <= 0 ? "" : fmt::format("/{}", closed ? limit : plan.size());
-            std::fprintf(stderr, "\r\033[K%s%.0fs  %lld%s sent  %lld done  %lld in flight  %.1f req/s  p99 TTFT %s  %lld errors",
-                         opts.label.empty() ? "" : (opts.label + "  ").c_str(), t, (long long)shared->sent, total.c_str(),
-                         (long long)shared->finished, (long long)in_flight, t > 0 ? double(shared->finished) / t : 0.0,
-                         std::isnan(p99) ? "-" : fmt::format("{:.0f} ms", p99).c_str(), (long long)shared->failed);
+            std::string total =
+                closed && s.requests <= 0 ? "" : fmt::format("/{}", closed ? limit : plan.size());
+            std::fprintf(stderr,
+                         "\r\033[K%s%.0fs  %lld%s sent  %lld done  %lld in flight  %.1f req/s  p99 "
+                         "TTFT %s  %lld errors",
+                         opts.label.empty() ? "" : (opts.label + "  ").c_str(), t,
+                         (long long)shared->sent, total.c_str(), (long long)shared->finished,
+                         (long long)in_flight, t > 0 ? double(shared->finished) / t : 0.0,
+                         std::isnan(p99) ? "-" : fmt::format("{:.0f} ms", p99).c_str(),
+                         (long long)shared->failed);
             std::fflush(stderr);
         }
     };
@@ -428,9 +465,11 @@ RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan, s
         }
     } else {
         for (size_t i = 0; i < plan.size() && !stop_sending.load(); ++i) {
-            auto due = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(plan[i].at_s));
+            auto due = t0 + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(plan[i].at_s));
             while (Clock::now() < due && !stop_sending.load()) {
-                std::this_thread::sleep_until(std::min(due, Clock::now() + std::chrono::milliseconds(100)));
+                std::this_thread::sleep_until(
+                    std::min(due, Clock::now() + std::chrono::milliseconds(100)));
                 check();
             }
             if (stop_sending.load()) break;

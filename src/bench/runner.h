@@ -19,30 +19,33 @@ namespace pagoda::bench {
 struct Target {
     std::string url;
     std::unique_ptr<http::Client> client;
-    std::string model;            // what requests ask for
-    int64_t max_model_len = 0;    // 0 = not reported
-    std::string info_json = "{}"; // /v1/models entry and config info from /metrics
+    std::string model;             // what requests ask for
+    int64_t max_model_len = 0;     // 0 = not reported
+    std::string info_json = "{}";  // /v1/models entry and config info from /metrics
 };
 
 // Connects and asks /v1/models (the model, unless one is given). Errors say the server is
 // unreachable or not OpenAI-compatible.
-Result<Target> connect_target(const std::string& url, const std::string& api_key, const std::string& model);
+Result<Target> connect_target(const std::string& url, const std::string& api_key,
+                              const std::string& model);
 
 // A token counter backed by the server's /tokenize (vLLM and Pagoda shape, or llama.cpp's);
 // nullopt-like empty function when the server has none.
 TokenCounter server_token_counter(Target& t);
-// About four characters a token (used when no tokenizer is available; lengths are then approximate).
+// About four characters a token (used when no tokenizer is available; lengths are then
+// approximate).
 TokenCounter approximate_token_counter();
 
 // Prometheus text -> series name (with labels) -> value.
 std::map<std::string, double> scrape_metrics(Target& t);
 // Deltas of histograms (count, mean) and counters between two scrapes, as JSON text.
-std::string metric_deltas_json(const std::map<std::string, double>& before, const std::map<std::string, double>& after);
+std::string metric_deltas_json(const std::map<std::string, double>& before,
+                               const std::map<std::string, double>& after);
 
 struct RunOptions {
-    bool progress = false;                 // live line on stderr
-    std::function<bool()> interrupted;     // polled; true stops sending (Ctrl-C)
-    std::string label;                     // shown in the progress line
+    bool progress = false;              // live line on stderr
+    std::function<bool()> interrupted;  // polled; true stops sending (Ctrl-C)
+    std::string label;                  // shown in the progress line
 };
 
 struct RunResult {
@@ -52,7 +55,7 @@ struct RunResult {
 };
 
 // Sends the plan (request i goes to targets[i % targets.size()]) and waits for every answer.
-RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan, std::vector<Target*> targets,
-                   const RunOptions& opts);
+RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan,
+                   std::vector<Target*> targets, const RunOptions& opts);
 
 }  // namespace pagoda::bench

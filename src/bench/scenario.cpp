@@ -58,7 +58,8 @@ Result<double> parse_duration(std::string_view text) {
     double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
     if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0) {
         return make_error(ErrorCode::kInvalidArgument,
-                          "'{}' is not a duration; use a number of seconds or a number with ms, s, m or h (e.g. 30s, 2m)",
+                          "'{}' is not a duration; use a number of seconds or a number with ms, s, "
+                          "m or h (e.g. 30s, 2m)",
                           text);
     }
     return v * mult;
@@ -72,8 +73,9 @@ const std::vector<std::string>& known_metrics() {
                 n.push_back(fmt::format("{}_{}_ms", s, m));
             }
         }
-        for (const char* x : {"error_rate", "requests_per_s", "output_tokens_per_s", "input_tokens_per_s", "goodput_rps",
-                              "goodput_ratio", "latency_fluctuation", "completed", "failed"}) {
+        for (const char* x :
+             {"error_rate", "requests_per_s", "output_tokens_per_s", "input_tokens_per_s",
+              "goodput_rps", "goodput_ratio", "latency_fluctuation", "completed", "failed"}) {
             n.emplace_back(x);
         }
         return n;
@@ -86,7 +88,8 @@ Result<Criterion> parse_criterion(std::string_view text) {
     c.text = std::string(text);
     std::string_view rest = text;
     auto trim = [](std::string_view s) {
-        while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+        while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+            s.remove_prefix(1);
         while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
         return s;
     };
@@ -94,12 +97,16 @@ Result<Criterion> parse_criterion(std::string_view text) {
     if (colon != std::string_view::npos) {
         c.klass = std::string(trim(rest.substr(0, colon)));
         rest = rest.substr(colon + 1);
-        if (c.klass.empty()) return make_error(ErrorCode::kInvalidArgument, "criterion '{}': empty class name before ':'", text);
+        if (c.klass.empty())
+            return make_error(ErrorCode::kInvalidArgument,
+                              "criterion '{}': empty class name before ':'", text);
     }
     size_t op = rest.find_first_of("<>");
     if (op == std::string_view::npos) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "criterion '{}': expected '[class:] metric OP number' with OP one of <, <=, >, >=", text);
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "criterion '{}': expected '[class:] metric OP number' with OP one of <, <=, >, >=",
+            text);
     }
     c.metric = std::string(trim(rest.substr(0, op)));
     c.op = std::string(1, rest[op]);
@@ -112,14 +119,18 @@ Result<Criterion> parse_criterion(std::string_view text) {
     char* end = nullptr;
     c.threshold = value.empty() ? NAN : std::strtod(value.c_str(), &end);
     if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(c.threshold)) {
-        return make_error(ErrorCode::kInvalidArgument, "criterion '{}': '{}' is not a number", text, value);
+        return make_error(ErrorCode::kInvalidArgument, "criterion '{}': '{}' is not a number", text,
+                          value);
     }
     const auto& known = known_metrics();
     if (std::find(known.begin(), known.end(), c.metric) == known.end()) {
         return make_error(ErrorCode::kInvalidArgument,
-                          "criterion '{}': unknown metric '{}'; known: STAT_{{ttft,itl,tpot,e2e}}_ms with STAT in "
-                          "mean, stddev, p50, p90, p95, p99, p999, max; error_rate, requests_per_s, output_tokens_per_s, "
-                          "input_tokens_per_s, goodput_rps, goodput_ratio, latency_fluctuation, completed, failed",
+                          "criterion '{}': unknown metric '{}'; known: "
+                          "STAT_{{ttft,itl,tpot,e2e}}_ms with STAT in "
+                          "mean, stddev, p50, p90, p95, p99, p999, max; error_rate, "
+                          "requests_per_s, output_tokens_per_s, "
+                          "input_tokens_per_s, goodput_rps, goodput_ratio, latency_fluctuation, "
+                          "completed, failed",
                           text, c.metric);
     }
     return c;
@@ -146,16 +157,20 @@ struct Ctx {
 
 class Reader {
   public:
-    Reader(const toml::table& t, std::string prefix, Ctx& ctx) : t_(t), prefix_(std::move(prefix)), ctx_(ctx) {}
+    Reader(const toml::table& t, std::string prefix, Ctx& ctx)
+        : t_(t), prefix_(std::move(prefix)), ctx_(ctx) {}
 
-    std::string key(std::string_view k) const { return prefix_.empty() ? std::string(k) : prefix_ + "." + std::string(k); }
+    std::string key(std::string_view k) const {
+        return prefix_.empty() ? std::string(k) : prefix_ + "." + std::string(k);
+    }
     const toml::node* get(std::string_view k) {
         used_.insert(std::string(k));
         return t_.get(k);
     }
     bool has(std::string_view k) const { return t_.contains(k); }
 
-    void number(std::string_view k, double& out, double min, double max, bool min_exclusive = false) {
+    void number(std::string_view k, double& out, double min, double max,
+                bool min_exclusive = false) {
         const toml::node* n = get(k);
         if (!n) return;
         double v;
@@ -167,8 +182,9 @@ class Reader {
             return ctx_.fail(n, key(k), fmt::format("expected a number, got {}", type_name(*n)));
         }
         if (!std::isfinite(v) || v < min || v > max || (min_exclusive && v == min)) {
-            return ctx_.fail(n, key(k), fmt::format("{} is out of range; allowed: {} {} to {}", v,
-                                                    min_exclusive ? "above" : "from", min, max));
+            return ctx_.fail(n, key(k),
+                             fmt::format("{} is out of range; allowed: {} {} to {}", v,
+                                         min_exclusive ? "above" : "from", min, max));
         }
         out = v;
     }
@@ -176,9 +192,12 @@ class Reader {
         const toml::node* n = get(k);
         if (!n) return;
         auto i = n->as_integer();
-        if (!i) return ctx_.fail(n, key(k), fmt::format("expected an integer, got {}", type_name(*n)));
+        if (!i)
+            return ctx_.fail(n, key(k), fmt::format("expected an integer, got {}", type_name(*n)));
         if (i->get() < min || i->get() > max) {
-            return ctx_.fail(n, key(k), fmt::format("{} is out of range; allowed: {} to {}", i->get(), min, max));
+            return ctx_.fail(
+                n, key(k),
+                fmt::format("{} is out of range; allowed: {} to {}", i->get(), min, max));
         }
         out = i->get();
     }
@@ -186,7 +205,8 @@ class Reader {
         const toml::node* n = get(k);
         if (!n) return;
         auto s = n->as_string();
-        if (!s) return ctx_.fail(n, key(k), fmt::format("expected a string, got {}", type_name(*n)));
+        if (!s)
+            return ctx_.fail(n, key(k), fmt::format("expected a string, got {}", type_name(*n)));
         out = s->get();
     }
     void choice(std::string_view k, std::string& out, const std::vector<std::string>& allowed) {
@@ -206,11 +226,16 @@ class Reader {
             if (!d) return ctx_.fail(n, key(k), d.error().message);
             out = *d;
         } else if (n->is_number()) {
-            double v = n->is_integer() ? double(n->as_integer()->get()) : n->as_floating_point()->get();
-            if (!(v >= 0) || !std::isfinite(v)) return ctx_.fail(n, key(k), fmt::format("{} must be >= 0 seconds", v));
+            double v =
+                n->is_integer() ? double(n->as_integer()->get()) : n->as_floating_point()->get();
+            if (!(v >= 0) || !std::isfinite(v))
+                return ctx_.fail(n, key(k), fmt::format("{} must be >= 0 seconds", v));
             out = v;
         } else {
-            ctx_.fail(n, key(k), fmt::format("expected a duration such as \"30s\" or a number of seconds, got {}", type_name(*n)));
+            ctx_.fail(
+                n, key(k),
+                fmt::format("expected a duration such as \"30s\" or a number of seconds, got {}",
+                            type_name(*n)));
         }
     }
     const toml::table* table(std::string_view k) {
@@ -256,14 +281,18 @@ void read_length(const toml::node* n, const std::string& key, LengthDist& d, Ctx
     if (!n) return;
     if (n->is_number()) {
         double v = n->is_integer() ? double(n->as_integer()->get()) : n->as_floating_point()->get();
-        if (!(v >= 1) || v > (1 << 20)) return ctx.fail(n, key, fmt::format("{} is out of range; allowed: 1 to 1048576 tokens", v));
+        if (!(v >= 1) || v > (1 << 20))
+            return ctx.fail(n, key,
+                            fmt::format("{} is out of range; allowed: 1 to 1048576 tokens", v));
         d = LengthDist{};
         d.kind = LengthDist::Kind::kFixed;
         d.value = std::round(v);
         return;
     }
     if (!n->is_table()) {
-        return ctx.fail(n, key, "expected a number of tokens or a table such as { dist = \"normal\", mean = 256, stddev = 64 }");
+        return ctx.fail(n, key,
+                        "expected a number of tokens or a table such as { dist = \"normal\", mean "
+                        "= 256, stddev = 64 }");
     }
     Reader r(*n->as_table(), key, ctx);
     std::string dist = "fixed";
@@ -283,14 +312,17 @@ void read_length(const toml::node* n, const std::string& key, LengthDist& d, Ctx
         allowed.push_back("value");
     } else if (dist == "uniform") {
         d.kind = LengthDist::Kind::kUniform;
-        if (!r.has("low") || !r.has("high")) ctx.fail(n, key, "dist = \"uniform\" needs low and high");
+        if (!r.has("low") || !r.has("high"))
+            ctx.fail(n, key, "dist = \"uniform\" needs low and high");
         r.number("low", d.low, 1, kMax);
         r.number("high", d.high, 1, kMax);
-        if (!ctx.err && d.low > d.high) ctx.fail(n, key, fmt::format("low ({}) is above high ({})", d.low, d.high));
+        if (!ctx.err && d.low > d.high)
+            ctx.fail(n, key, fmt::format("low ({}) is above high ({})", d.low, d.high));
         allowed.insert(allowed.end(), {"low", "high"});
     } else if (dist == "normal" || dist == "lognormal") {
         d.kind = dist == "normal" ? LengthDist::Kind::kNormal : LengthDist::Kind::kLogNormal;
-        if (!r.has("mean")) ctx.fail(n, key, fmt::format("dist = \"{}\" needs mean (and stddev)", dist));
+        if (!r.has("mean"))
+            ctx.fail(n, key, fmt::format("dist = \"{}\" needs mean (and stddev)", dist));
         r.number("mean", d.mean, 1, kMax);
         r.number("stddev", d.stddev, 0, kMax);
         allowed.insert(allowed.end(), {"mean", "stddev"});
@@ -299,7 +331,8 @@ void read_length(const toml::node* n, const std::string& key, LengthDist& d, Ctx
         const toml::node* v = r.get("values");
         const toml::array* a = v ? v->as_array() : nullptr;
         if (!a || a->empty()) {
-            ctx.fail(v ? v : n, key + ".values", "dist = \"empirical\" needs values = [a non-empty list of token counts]");
+            ctx.fail(v ? v : n, key + ".values",
+                     "dist = \"empirical\" needs values = [a non-empty list of token counts]");
         } else {
             for (const auto& e : *a) {
                 if (!e.is_integer() || e.as_integer()->get() < 1) {
@@ -311,16 +344,19 @@ void read_length(const toml::node* n, const std::string& key, LengthDist& d, Ctx
         }
         allowed.push_back("values");
     }
-    if (!ctx.err && d.min > d.max) ctx.fail(n, key, fmt::format("min ({}) is above max ({})", d.min, d.max));
+    if (!ctx.err && d.min > d.max)
+        ctx.fail(n, key, fmt::format("min ({}) is above max ({})", d.min, d.max));
     r.finish(allowed);
 }
 
 Phase::Process process_of(const std::string& s) {
-    return s == "constant" ? Phase::Process::kConstant : s == "gamma" ? Phase::Process::kGamma : Phase::Process::kPoisson;
+    return s == "constant" ? Phase::Process::kConstant
+           : s == "gamma"  ? Phase::Process::kGamma
+                           : Phase::Process::kPoisson;
 }
 
-void read_phase(const toml::table& t, const std::string& key, Phase& p, const std::string& default_process, Ctx& ctx,
-                double default_burstiness = 1) {
+void read_phase(const toml::table& t, const std::string& key, Phase& p,
+                const std::string& default_process, Ctx& ctx, double default_burstiness = 1) {
     Reader r(t, key, ctx);
     p.burstiness = default_burstiness;
     std::string process = default_process;
@@ -340,8 +376,8 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
     try {
         root = toml::parse(text, source_name);
     } catch (const toml::parse_error& e) {
-        return make_error(ErrorCode::kInvalidFile, "{}:{}:{}: {}", source_name, e.source().begin.line,
-                          e.source().begin.column, e.description());
+        return make_error(ErrorCode::kInvalidFile, "{}:{}:{}: {}", source_name,
+                          e.source().begin.line, e.source().begin.column, e.description());
     }
     Ctx ctx{source_name, std::nullopt};
     Scenario s;
@@ -367,13 +403,15 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
         if (process == "closed") {
             s.arrival.kind = Arrival::Kind::kClosed;
             int64_t c = 0;
-            if (!a->contains("concurrency")) ctx.fail(a, "arrival", "process = \"closed\" needs concurrency");
+            if (!a->contains("concurrency"))
+                ctx.fail(a, "arrival", "process = \"closed\" needs concurrency");
             ar.integer("concurrency", c, 1, 100000);
             s.arrival.concurrency = int(c);
             ar.finish({"process", "concurrency"});
         } else if (process == "trace") {
             s.arrival.kind = Arrival::Kind::kTrace;
-            if (!a->contains("trace")) ctx.fail(a, "arrival", "process = \"trace\" needs trace = \"FILE.jsonl\"");
+            if (!a->contains("trace"))
+                ctx.fail(a, "arrival", "process = \"trace\" needs trace = \"FILE.jsonl\"");
             ar.string("trace", s.arrival.trace);
             ar.number("speed", s.arrival.trace_speed, 0, 1e6, true);
             ar.finish({"process", "trace", "speed"});
@@ -384,7 +422,8 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
             if (const toml::node* ph = ar.get("phases")) {
                 const toml::array* arr = ph->as_array();
                 if (!arr || arr->empty()) {
-                    ctx.fail(ph, "arrival.phases", "expected one or more [[arrival.phases]] tables");
+                    ctx.fail(ph, "arrival.phases",
+                             "expected one or more [[arrival.phases]] tables");
                 } else {
                     for (size_t i = 0; i < arr->size() && !ctx.err; ++i) {
                         const toml::node& e = *arr->get(i);
@@ -409,7 +448,9 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
             }
         }
     } else if (!ctx.err) {
-        ctx.fail(&root, "arrival", "missing: add an [arrival] table (process and rate, or process = \"closed\" with concurrency)");
+        ctx.fail(&root, "arrival",
+                 "missing: add an [arrival] table (process and rate, or process = \"closed\" with "
+                 "concurrency)");
     }
 
     if (const toml::node* cl = r.get("class")) {
@@ -432,7 +473,8 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
                 if (!e.as_table()->contains("input") && !e.as_table()->contains("dataset")) {
                     ctx.fail(&e, key, "needs input (a length or distribution) or dataset");
                 }
-                if (!e.as_table()->contains("output")) ctx.fail(&e, key, "needs output (a length or distribution)");
+                if (!e.as_table()->contains("output"))
+                    ctx.fail(&e, key, "needs output (a length or distribution)");
                 read_length(cr.get("input"), key + ".input", c.input, ctx);
                 read_length(cr.get("output"), key + ".output", c.output, ctx);
                 cr.string("dataset", c.dataset);
@@ -452,24 +494,30 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
                 }
                 cr.finish({"name", "weight", "input", "output", "slo", "dataset"});
                 for (const auto& other : s.classes) {
-                    if (other.name == c.name) ctx.fail(&e, key + ".name", fmt::format("duplicate class name '{}'", c.name));
+                    if (other.name == c.name)
+                        ctx.fail(&e, key + ".name",
+                                 fmt::format("duplicate class name '{}'", c.name));
                 }
                 s.classes.push_back(std::move(c));
             }
         }
     } else if (s.arrival.kind != Arrival::Kind::kTrace && !ctx.err) {
-        ctx.fail(&root, "class", "missing: add at least one [[class]] with input and output lengths");
+        ctx.fail(&root, "class",
+                 "missing: add at least one [[class]] with input and output lengths");
     }
 
     if (const toml::node* cr = r.get("criteria")) {
         const toml::array* arr = cr->as_array();
         if (!arr) {
-            ctx.fail(cr, "criteria", "expected a list of strings such as [\"p99_ttft_ms < 800\", \"error_rate < 0.001\"]");
+            ctx.fail(cr, "criteria",
+                     "expected a list of strings such as [\"p99_ttft_ms < 800\", \"error_rate < "
+                     "0.001\"]");
         } else {
             for (size_t i = 0; i < arr->size() && !ctx.err; ++i) {
                 const toml::node& e = *arr->get(i);
                 if (!e.is_string()) {
-                    ctx.fail(&e, fmt::format("criteria[{}]", i), "expected a string such as \"p99_ttft_ms < 800\"");
+                    ctx.fail(&e, fmt::format("criteria[{}]", i),
+                             "expected a string such as \"p99_ttft_ms < 800\"");
                     break;
                 }
                 auto c = parse_criterion(e.as_string()->get());
@@ -487,8 +535,8 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
         sr.integer("in_flight", s.stop_in_flight, 1, int64_t(1) << 30);
         sr.finish({"error_rate", "in_flight"});
     }
-    r.finish({"name", "endpoint", "model", "duration", "requests", "warmup", "cooldown", "timeout", "window", "seed",
-              "arrival", "class", "criteria", "stop"});
+    r.finish({"name", "endpoint", "model", "duration", "requests", "warmup", "cooldown", "timeout",
+              "window", "seed", "arrival", "class", "criteria", "stop"});
     if (ctx.err) return *ctx.err;
     if (s.classes.empty()) {
         RequestClass c;
@@ -497,9 +545,12 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
         s.classes.push_back(c);
     }
     for (const auto& c : s.criteria) {
-        if (!c.klass.empty() && std::none_of(s.classes.begin(), s.classes.end(), [&](const auto& k) { return k.name == c.klass; })) {
-            return make_error(ErrorCode::kInvalidFile, "{}: criteria: '{}' names class '{}', which the scenario does not define",
-                              source_name, c.text, c.klass);
+        if (!c.klass.empty() && std::none_of(s.classes.begin(), s.classes.end(),
+                                             [&](const auto& k) { return k.name == c.klass; })) {
+            return make_error(
+                ErrorCode::kInvalidFile,
+                "{}: criteria: '{}' names class '{}', which the scenario does not define",
+                source_name, c.text, c.klass);
         }
     }
     auto v = s.validate();
@@ -509,7 +560,9 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
 
 Result<Scenario> load_scenario_file(const std::string& path) {
     FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return make_error(ErrorCode::kNotFound, "cannot open scenario file '{}': {}", path, std::strerror(errno));
+    if (!f)
+        return make_error(ErrorCode::kNotFound, "cannot open scenario file '{}': {}", path,
+                          std::strerror(errno));
     std::string text;
     char buf[65536];
     size_t n;
@@ -517,7 +570,8 @@ Result<Scenario> load_scenario_file(const std::string& path) {
         text.append(buf, n);
         if (text.size() > (16u << 20)) {
             std::fclose(f);
-            return make_error(ErrorCode::kInvalidFile, "{}: larger than 16 MiB; is this a scenario file?", path);
+            return make_error(ErrorCode::kInvalidFile,
+                              "{}: larger than 16 MiB; is this a scenario file?", path);
         }
     }
     std::fclose(f);
@@ -527,10 +581,15 @@ Result<Scenario> load_scenario_file(const std::string& path) {
 Status Scenario::validate() const {
     if (classes.empty()) return make_error(ErrorCode::kInvalidArgument, "no request classes");
     if (arrival.kind == Arrival::Kind::kOpen) {
-        if (arrival.phases.empty()) return make_error(ErrorCode::kInvalidArgument, "the arrival has no rate");
+        if (arrival.phases.empty())
+            return make_error(ErrorCode::kInvalidArgument, "the arrival has no rate");
         for (const auto& p : arrival.phases) {
-            if (!(p.rate > 0)) return make_error(ErrorCode::kInvalidArgument, "rate must be > 0 requests/s, got {}", p.rate);
-            if (!(p.burstiness > 0)) return make_error(ErrorCode::kInvalidArgument, "burstiness must be > 0, got {}", p.burstiness);
+            if (!(p.rate > 0))
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "rate must be > 0 requests/s, got {}", p.rate);
+            if (!(p.burstiness > 0))
+                return make_error(ErrorCode::kInvalidArgument, "burstiness must be > 0, got {}",
+                                  p.burstiness);
         }
     }
     if (arrival.kind == Arrival::Kind::kClosed && arrival.concurrency < 1) {
@@ -544,7 +603,8 @@ Status Scenario::validate() const {
             open_end |= p.duration_s <= 0;
         }
         if (arrival.kind == Arrival::Kind::kClosed || open_end || phased <= 0) {
-            return make_error(ErrorCode::kInvalidArgument, "the run has no limit: set duration or requests");
+            return make_error(ErrorCode::kInvalidArgument,
+                              "the run has no limit: set duration or requests");
         }
     }
     // A plan is built in memory before the run: bound it.
@@ -564,16 +624,20 @@ Status Scenario::validate() const {
     if (requests > 0) planned = std::min(planned, double(requests));
     if (planned > kMaxRequests) {
         return make_error(ErrorCode::kInvalidArgument,
-                          "the schedule would send about {:.3g} requests; one run sends at most {:.0f} (lower the rate, "
+                          "the schedule would send about {:.3g} requests; one run sends at most "
+                          "{:.0f} (lower the rate, "
                           "duration or requests)",
                           planned, kMaxRequests);
     }
     if (duration_s > 0 && warmup_s + cooldown_s >= duration_s) {
-        return make_error(ErrorCode::kInvalidArgument, "warmup ({}s) + cooldown ({}s) leave nothing of duration ({}s)",
-                          warmup_s, cooldown_s, duration_s);
+        return make_error(ErrorCode::kInvalidArgument,
+                          "warmup ({}s) + cooldown ({}s) leave nothing of duration ({}s)", warmup_s,
+                          cooldown_s, duration_s);
     }
     for (const auto& c : classes) {
-        if (!(c.weight > 0)) return make_error(ErrorCode::kInvalidArgument, "class '{}': weight must be > 0", c.name);
+        if (!(c.weight > 0))
+            return make_error(ErrorCode::kInvalidArgument, "class '{}': weight must be > 0",
+                              c.name);
     }
     if (!(timeout_s > 0)) return make_error(ErrorCode::kInvalidArgument, "timeout must be > 0");
     if (!(window_s > 0)) return make_error(ErrorCode::kInvalidArgument, "window must be > 0");
@@ -586,7 +650,8 @@ void Scenario::scale(double f) {
         c.input.scale(f);
         c.output.scale(f);
     }
-    if (arrival.kind == Arrival::Kind::kClosed) arrival.concurrency = std::max(1, int(std::lround(arrival.concurrency * f)));
+    if (arrival.kind == Arrival::Kind::kClosed)
+        arrival.concurrency = std::max(1, int(std::lround(arrival.concurrency * f)));
 }
 
 void Scenario::set_duration(double seconds) {
@@ -603,16 +668,20 @@ void Scenario::set_duration(double seconds) {
 }
 
 std::string Scenario::hash() const {
-    std::string s = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|", endpoint, duration_s, requests, warmup_s, cooldown_s, seed,
-                                int(arrival.kind), arrival.concurrency);
+    std::string s = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|", endpoint, duration_s, requests,
+                                warmup_s, cooldown_s, seed, int(arrival.kind), arrival.concurrency);
     s += arrival.trace;
-    for (const auto& p : arrival.phases) s += fmt::format("p{},{},{},{}|", int(p.process), p.rate, p.burstiness, p.duration_s);
+    for (const auto& p : arrival.phases)
+        s += fmt::format("p{},{},{},{}|", int(p.process), p.rate, p.burstiness, p.duration_s);
     auto dist = [](const LengthDist& d) {
-        std::string r = fmt::format("{},{},{},{},{},{},{},{}", int(d.kind), d.value, d.low, d.high, d.mean, d.stddev, d.min, d.max);
+        std::string r = fmt::format("{},{},{},{},{},{},{},{}", int(d.kind), d.value, d.low, d.high,
+                                    d.mean, d.stddev, d.min, d.max);
         for (auto v : d.values) r += fmt::format(",{}", v);
         return r;
     };
-    for (const auto& c : classes) s += fmt::format("c{},{},{},{},{}|", c.name, c.weight, dist(c.input), dist(c.output), c.dataset);
+    for (const auto& c : classes)
+        s += fmt::format("c{},{},{},{},{}|", c.name, c.weight, dist(c.input), dist(c.output),
+                         c.dataset);
     uint64_t h = 1469598103934665603ull;
     for (unsigned char ch : s) {
         h ^= ch;
@@ -625,7 +694,8 @@ std::string Scenario::hash() const {
 
 namespace {
 
-RequestClass make_class(std::string name, double weight, double in_mean, double in_sd, double out, Slo slo) {
+RequestClass make_class(std::string name, double weight, double in_mean, double in_sd, double out,
+                        Slo slo) {
     RequestClass c;
     c.name = std::move(name);
     c.weight = weight;
@@ -668,9 +738,12 @@ std::vector<std::string> preset_names() {
 }
 
 std::string preset_help() {
-    return "1k, 4k, 32k: 1024/4096/32768-token prompts, 128 output tokens, Poisson at 8/2/0.25 requests/s for 60 s; "
-           "50rps, 200rps, 500rps: ~256-token prompts, 128 output tokens, Poisson at that rate for 60 s; "
-           "mix-70-30: 70% short (~256 in, 128 out) and 30% long (~2048 in, 256 out) at 20 requests/s; "
+    return "1k, 4k, 32k: 1024/4096/32768-token prompts, 128 output tokens, Poisson at 8/2/0.25 "
+           "requests/s for 60 s; "
+           "50rps, 200rps, 500rps: ~256-token prompts, 128 output tokens, Poisson at that rate for "
+           "60 s; "
+           "mix-70-30: 70% short (~256 in, 128 out) and 30% long (~2048 in, 256 out) at 20 "
+           "requests/s; "
            "burst: short requests at 50 requests/s for 30 s, 300 for 60 s, then 50 for 30 s. "
            "--scale F multiplies rates and lengths by F, keeping the shape and durations.";
 }
@@ -693,8 +766,10 @@ Result<Scenario> preset(std::string_view name) {
         add_criteria(s, {"error_rate < 0.01", "p99_ttft_ms < 1000", "goodput_ratio >= 0.9"});
     } else if (name == "mix-70-30") {
         s = open_loop("mix-70-30", 20, 60);
-        s.classes = {make_class("short", 0.7, 256, 64, 128, short_slo), make_class("long", 0.3, 2048, 256, 256, long_slo)};
-        add_criteria(s, {"error_rate < 0.01", "short: p99_ttft_ms < 800", "long: p99_ttft_ms < 5000", "goodput_ratio >= 0.9"});
+        s.classes = {make_class("short", 0.7, 256, 64, 128, short_slo),
+                     make_class("long", 0.3, 2048, 256, 256, long_slo)};
+        add_criteria(s, {"error_rate < 0.01", "short: p99_ttft_ms < 800",
+                         "long: p99_ttft_ms < 5000", "goodput_ratio >= 0.9"});
     } else if (name == "burst") {
         s.name = "burst";
         Phase a, b, c;
@@ -711,7 +786,8 @@ Result<Scenario> preset(std::string_view name) {
     } else {
         std::string list;
         for (const auto& n : preset_names()) list += (list.empty() ? "" : ", ") + n;
-        return make_error(ErrorCode::kInvalidArgument, "unknown preset '{}'; available: {}", name, list);
+        return make_error(ErrorCode::kInvalidArgument, "unknown preset '{}'; available: {}", name,
+                          list);
     }
     return s;
 }

@@ -17,14 +17,14 @@ namespace pagoda::bench {
 struct LengthDist {
     enum class Kind { kFixed, kUniform, kNormal, kLogNormal, kEmpirical };
     Kind kind = Kind::kFixed;
-    double value = 128;            // fixed
-    double low = 1, high = 1;      // uniform (inclusive)
-    double mean = 0, stddev = 0;   // normal; log-normal: of the length itself, not its log
-    std::vector<int64_t> values;   // empirical: sampled uniformly
+    double value = 128;           // fixed
+    double low = 1, high = 1;     // uniform (inclusive)
+    double mean = 0, stddev = 0;  // normal; log-normal: of the length itself, not its log
+    std::vector<int64_t> values;  // empirical: sampled uniformly
     int64_t min = 1, max = 1 << 20;
 
-    double expected() const;       // the distribution's mean before clamping
-    void scale(double f);          // multiplies every length parameter by f (>= 1 token)
+    double expected() const;  // the distribution's mean before clamping
+    void scale(double f);     // multiplies every length parameter by f (>= 1 token)
 };
 
 struct Slo {
@@ -54,15 +54,16 @@ struct Arrival {
     Kind kind = Kind::kOpen;
     std::vector<Phase> phases;  // open loop: one or more, in order
     int concurrency = 0;        // closed loop: requests kept in flight
-    std::string trace;          // trace replay: JSONL with timestamp, input_len, output_len[, prompt, class]
-    double trace_speed = 1;     // > 1 replays faster
+    std::string
+        trace;  // trace replay: JSONL with timestamp, input_len, output_len[, prompt, class]
+    double trace_speed = 1;  // > 1 replays faster
 };
 
 struct Criterion {
-    std::string text;      // as written, e.g. "short: p99_ttft_ms < 800"
-    std::string klass;     // empty = overall
-    std::string metric;    // e.g. "p99_ttft_ms"
-    std::string op;        // <, <=, >, >=
+    std::string text;    // as written, e.g. "short: p99_ttft_ms < 800"
+    std::string klass;   // empty = overall
+    std::string metric;  // e.g. "p99_ttft_ms"
+    std::string op;      // <, <=, >, >=
     double threshold = 0;
 };
 
@@ -78,13 +79,13 @@ struct Scenario {
     int64_t requests = 0;                  // 0 = no count limit
     double warmup_s = 0, cooldown_s = 0;   // excluded from statistics
     uint64_t seed = 1;
-    double timeout_s = 600;                // per request
+    double timeout_s = 600;  // per request
     Arrival arrival;
     std::vector<RequestClass> classes;
     std::vector<Criterion> criteria;
-    double stop_error_rate = 0;            // 0 = off; abort when errors / finished passes it (after 20)
-    int64_t stop_in_flight = 0;            // 0 = off; abort when in flight passes it
-    double window_s = 10;                  // for latency_fluctuation
+    double stop_error_rate = 0;  // 0 = off; abort when errors / finished passes it (after 20)
+    int64_t stop_in_flight = 0;  // 0 = off; abort when in flight passes it
+    double window_s = 10;        // for latency_fluctuation
 
     // Scales rates and lengths (for small machines); shape and durations are kept.
     void scale(double f);

@@ -63,7 +63,11 @@ double metric_value(const Stats& s, const std::string& m) {
     size_t us = m.find('_');
     if (us == std::string::npos || !m.ends_with("_ms")) return kNaN;
     std::string stat = m.substr(0, us), name = m.substr(us + 1, m.size() - us - 4);
-    const Summary* sm = name == "ttft" ? &s.ttft : name == "itl" ? &s.itl : name == "tpot" ? &s.tpot : name == "e2e" ? &s.e2e : nullptr;
+    const Summary* sm = name == "ttft"   ? &s.ttft
+                        : name == "itl"  ? &s.itl
+                        : name == "tpot" ? &s.tpot
+                        : name == "e2e"  ? &s.e2e
+                                         : nullptr;
     if (!sm || sm->n == 0) return kNaN;
     if (stat == "mean") return sm->mean;
     if (stat == "stddev") return sm->stddev;
@@ -77,8 +81,8 @@ double metric_value(const Stats& s, const std::string& m) {
 }
 
 bool higher_is_better(const std::string& m) {
-    return m == "requests_per_s" || m == "output_tokens_per_s" || m == "input_tokens_per_s" || m == "goodput_rps" ||
-           m == "goodput_ratio" || m == "completed";
+    return m == "requests_per_s" || m == "output_tokens_per_s" || m == "input_tokens_per_s" ||
+           m == "goodput_rps" || m == "goodput_ratio" || m == "completed";
 }
 
 bool meets_slo(const RequestRecord& r, const Slo& slo) {
@@ -99,7 +103,8 @@ bool meets_slo(const RequestRecord& r, const Slo& slo) {
 
 namespace {
 
-Stats compute_stats(const std::string& name, const std::vector<const RequestRecord*>& rs, const Scenario& s) {
+Stats compute_stats(const std::string& name, const std::vector<const RequestRecord*>& rs,
+                    const Scenario& s) {
     Stats st;
     st.name = name;
     std::vector<double> ttft, itl, tpot, e2e;
@@ -118,7 +123,8 @@ Stats compute_stats(const std::string& name, const std::vector<const RequestReco
         if (r->first_token_s >= 0) ttft.push_back(r->ttft_ms());
         e2e.push_back(r->e2e_ms());
         tpot.push_back(r->tpot_ms());
-        for (size_t i = 1; i < r->token_s.size(); ++i) itl.push_back((r->token_s[i] - r->token_s[i - 1]) * 1000);
+        for (size_t i = 1; i < r->token_s.size(); ++i)
+            itl.push_back((r->token_s[i] - r->token_s[i - 1]) * 1000);
         st.output_tokens += r->output_tokens();
         st.input_tokens += r->prompt_tokens >= 0 ? r->prompt_tokens : r->target_input;
         if (meets_slo(*r, s.classes[size_t(r->klass)].slo)) ++good;
@@ -140,7 +146,8 @@ Stats compute_stats(const std::string& name, const std::vector<const RequestReco
     if (st.e2e.n > 0 && st.e2e.p50 > 0) {
         std::map<int64_t, std::vector<double>> windows;
         for (const RequestRecord* r : rs) {
-            if (r->ok()) windows[int64_t(std::floor(r->scheduled_s / s.window_s))].push_back(r->e2e_ms());
+            if (r->ok())
+                windows[int64_t(std::floor(r->scheduled_s / s.window_s))].push_back(r->e2e_ms());
         }
         double worst = 0;
         for (auto& [w, v] : windows) {
@@ -155,7 +162,8 @@ Stats compute_stats(const std::string& name, const std::vector<const RequestReco
 
 }  // namespace
 
-Report build_report(const Scenario& s, const std::vector<RequestRecord>& records, double run_duration_s, int target) {
+Report build_report(const Scenario& s, const std::vector<RequestRecord>& records,
+                    double run_duration_s, int target) {
     Report rep;
     rep.scenario = s.name;
     rep.scenario_hash = s.hash();
@@ -173,20 +181,24 @@ Report build_report(const Scenario& s, const std::vector<RequestRecord>& records
             lags.push_back(lag);
             if (lag > 10) ++rep.late_sends;
         }
-        bool in_window = r.scheduled_s >= rep.window_begin_s && (s.cooldown_s <= 0 || r.scheduled_s < rep.window_end_s);
+        bool in_window = r.scheduled_s >= rep.window_begin_s &&
+                         (s.cooldown_s <= 0 || r.scheduled_s < rep.window_end_s);
         if (!in_window) continue;
         all.push_back(&r);
         per_class[size_t(r.klass)].push_back(&r);
-        if (r.ok() && r.completion_tokens >= 0 && r.completion_tokens != int64_t(r.token_s.size())) ++rep.usage_mismatches;
+        if (r.ok() && r.completion_tokens >= 0 && r.completion_tokens != int64_t(r.token_s.size()))
+            ++rep.usage_mismatches;
     }
     rep.overall = compute_stats("overall", all, s);
-    for (size_t c = 0; c < s.classes.size(); ++c) rep.classes.push_back(compute_stats(s.classes[c].name, per_class[c], s));
+    for (size_t c = 0; c < s.classes.size(); ++c)
+        rep.classes.push_back(compute_stats(s.classes[c].name, per_class[c], s));
     auto lag = summarize(lags);
     rep.send_lag_p50_ms = lag.n ? lag.p50 : 0;
     rep.send_lag_p99_ms = lag.n ? lag.p99 : 0;
     rep.send_lag_max_ms = lag.n ? lag.max : 0;
     // The client could not keep the schedule: more than 1% of sends over 10 ms late.
-    rep.client_saturated = s.arrival.kind != Arrival::Kind::kClosed && lag.n > 0 && double(rep.late_sends) > 0.01 * double(lag.n);
+    rep.client_saturated = s.arrival.kind != Arrival::Kind::kClosed && lag.n > 0 &&
+                           double(rep.late_sends) > 0.01 * double(lag.n);
 
     // Per-second series over every request of this target (warm-up included, it is a time line).
     double horizon = run_duration_s;
@@ -213,9 +225,11 @@ Report build_report(const Scenario& s, const std::vector<RequestRecord>& records
             ++ttft_n[at(r.first_token_s)];
         }
         double end_t = r.done_s >= 0 ? r.done_s : horizon;
-        for (size_t sec = size_t(std::ceil(r.sent_s)); sec < secs && double(sec) < end_t; ++sec) ++rep.series[sec].in_flight;
+        for (size_t sec = size_t(std::ceil(r.sent_s)); sec < secs && double(sec) < end_t; ++sec)
+            ++rep.series[sec].in_flight;
     }
-    for (size_t i = 0; i < secs; ++i) rep.series[i].ttft_mean_ms = ttft_n[i] ? ttft_sum[i] / double(ttft_n[i]) : 0;
+    for (size_t i = 0; i < secs; ++i)
+        rep.series[i].ttft_mean_ms = ttft_n[i] ? ttft_sum[i] / double(ttft_n[i]) : 0;
     evaluate_criteria(s, rep);
     return rep;
 }
@@ -259,7 +273,8 @@ MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>
     all.reserve(n1 + n2);
     for (double x : a) all.emplace_back(x, 0);
     for (double x : b) all.emplace_back(x, 1);
-    std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::sort(all.begin(), all.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
     double rank_sum_a = 0, tie_term = 0;
     const double n = double(n1 + n2);
     for (size_t i = 0; i < all.size();) {
@@ -288,9 +303,10 @@ MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>
 double ci95_half_width(const std::vector<double>& v) {
     if (v.size() < 2) return 0;
     // Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom, then ~normal.
-    static const double t[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-                               2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-                               2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+    static const double t[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
+                               2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+                               2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+                               2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
     Summary s = summarize(v);
     size_t df = v.size() - 1;
     double q = df <= 30 ? t[df - 1] : 1.96;
@@ -299,8 +315,9 @@ double ci95_half_width(const std::vector<double>& v) {
 
 const std::vector<std::string>& baseline_metrics() {
     static const std::vector<std::string> m = {
-        "p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms", "p50_itl_ms", "p99_itl_ms", "p50_e2e_ms",
-        "p99_e2e_ms",  "requests_per_s", "output_tokens_per_s", "goodput_rps", "error_rate"};
+        "p50_ttft_ms",    "p99_ttft_ms",         "p50_tpot_ms", "p99_tpot_ms",
+        "p50_itl_ms",     "p99_itl_ms",          "p50_e2e_ms",  "p99_e2e_ms",
+        "requests_per_s", "output_tokens_per_s", "goodput_rps", "error_rate"};
     return m;
 }
 
@@ -314,7 +331,8 @@ std::map<std::string, double> baseline_values(const Report& r) {
 }
 
 std::vector<MetricDelta> compare_runs(const std::vector<std::map<std::string, double>>& base,
-                                      const std::vector<std::map<std::string, double>>& cur, double tolerance) {
+                                      const std::vector<std::map<std::string, double>>& cur,
+                                      double tolerance) {
     std::vector<MetricDelta> out;
     for (const auto& m : baseline_metrics()) {
         std::vector<double> b, c;
@@ -341,7 +359,9 @@ std::vector<MetricDelta> compare_runs(const std::vector<std::map<std::string, do
             d.delta_rel = d.cur_mean - d.base_mean;
             d.noise_band = std::hypot(d.base_ci, d.cur_ci);
             double worse = d.delta_rel;
-            d.verdict = worse > std::max(0.01, d.noise_band) ? "regression" : worse < -std::max(0.01, d.noise_band) ? "improved" : "ok";
+            d.verdict = worse > std::max(0.01, d.noise_band)    ? "regression"
+                        : worse < -std::max(0.01, d.noise_band) ? "improved"
+                                                                : "ok";
         } else if (d.base_mean == 0) {
             d.verdict = "n/a";
         } else {

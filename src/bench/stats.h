@@ -23,12 +23,15 @@ struct RequestRecord {
     std::vector<double> token_s;  // every token chunk
     int64_t target_input = 0, target_output = 0;
     int64_t prompt_tokens = -1, completion_tokens = -1;  // server's usage; -1 = not reported
-    int status = 0;               // HTTP status, 0 = none
-    std::string error_kind;       // empty = success; connect, timeout, io, protocol, http_4xx, http_5xx, stream
+    int status = 0;                                      // HTTP status, 0 = none
+    std::string
+        error_kind;  // empty = success; connect, timeout, io, protocol, http_4xx, http_5xx, stream
     std::string error;
 
     bool ok() const { return error_kind.empty(); }
-    int64_t output_tokens() const { return completion_tokens >= 0 ? completion_tokens : int64_t(token_s.size()); }
+    int64_t output_tokens() const {
+        return completion_tokens >= 0 ? completion_tokens : int64_t(token_s.size());
+    }
     double ttft_ms() const { return (first_token_s - sent_s) * 1000; }
     double e2e_ms() const { return (done_s - sent_s) * 1000; }
     // (e2e - ttft) / (output tokens - 1); NaN for one token.
@@ -47,8 +50,9 @@ Summary summarize(std::vector<double> values);
 struct Stats {
     std::string name;  // class name, or "overall"
     int64_t sent = 0, completed = 0, failed = 0;
-    Summary ttft, itl, tpot, e2e;  // milliseconds; itl pools every gap (token-weighted), tpot is per request
-    double span_s = 0;             // first send to last completion of the counted requests
+    Summary ttft, itl, tpot,
+        e2e;            // milliseconds; itl pools every gap (token-weighted), tpot is per request
+    double span_s = 0;  // first send to last completion of the counted requests
     double requests_per_s = 0, output_tokens_per_s = 0, input_tokens_per_s = 0;
     double goodput_rps = 0, goodput_ratio = 0, error_rate = 0, latency_fluctuation = 0;
     int64_t output_tokens = 0, input_tokens = 0;
@@ -76,26 +80,27 @@ bool meets_slo(const RequestRecord& r, const Slo& slo);
 
 struct Report {
     std::string scenario, scenario_hash, url, model, started_at;
-    double duration_s = 0;            // measured wall time of the run
+    double duration_s = 0;                        // measured wall time of the run
     double window_begin_s = 0, window_end_s = 0;  // requests scheduled in here are counted
     Stats overall;
     std::vector<Stats> classes;
     std::vector<SecondBucket> series;
     std::vector<CriterionResult> criteria;
-    std::string verdict = "none";     // pass, fail, none
+    std::string verdict = "none";  // pass, fail, none
     // Client honesty: how late requests were sent against their schedule.
     double send_lag_p50_ms = 0, send_lag_p99_ms = 0, send_lag_max_ms = 0;
-    int64_t late_sends = 0;           // more than 10 ms late
+    int64_t late_sends = 0;  // more than 10 ms late
     bool client_saturated = false;
-    std::string aborted;              // why the run stopped early; empty = it did not
+    std::string aborted;  // why the run stopped early; empty = it did not
     int64_t prompts_exact = 0, prompts_synthesised = 0;
-    int64_t usage_mismatches = 0;     // token chunks counted != usage.completion_tokens
+    int64_t usage_mismatches = 0;            // token chunks counted != usage.completion_tokens
     std::string server_metrics_json = "{}";  // deltas of the target's /metrics over the run
     std::string server_info_json = "{}";
 };
 
 // Builds the statistics for requests of one target (`target` index) from a scenario's records.
-Report build_report(const Scenario& s, const std::vector<RequestRecord>& records, double run_duration_s, int target = 0);
+Report build_report(const Scenario& s, const std::vector<RequestRecord>& records,
+                    double run_duration_s, int target = 0);
 // Evaluates the scenario's criteria into report.criteria and report.verdict.
 void evaluate_criteria(const Scenario& s, Report& report);
 
@@ -111,13 +116,14 @@ MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>
 struct MetricDelta {
     std::string metric;
     double base_mean = 0, base_ci = 0, cur_mean = 0, cur_ci = 0;
-    double delta_rel = 0;       // (cur - base) / base
-    double noise_band = 0;      // relative
-    std::string verdict;        // ok, improved, regression, n/a
+    double delta_rel = 0;   // (cur - base) / base
+    double noise_band = 0;  // relative
+    std::string verdict;    // ok, improved, regression, n/a
 };
 double ci95_half_width(const std::vector<double>& values);
 std::vector<MetricDelta> compare_runs(const std::vector<std::map<std::string, double>>& baseline,
-                                      const std::vector<std::map<std::string, double>>& current, double tolerance);
+                                      const std::vector<std::map<std::string, double>>& current,
+                                      double tolerance);
 // The metrics a baseline stores and compares.
 const std::vector<std::string>& baseline_metrics();
 std::map<std::string, double> baseline_values(const Report& r);

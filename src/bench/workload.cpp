@@ -1,10 +1,9 @@
 #include "bench/workload.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 namespace pagoda::bench {
 
@@ -14,8 +13,13 @@ int64_t sample_length(const LengthDist& d, std::mt19937_64& rng) {
     double v = 0;
     switch (d.kind) {
         case LengthDist::Kind::kFixed: v = d.value; break;
-        case LengthDist::Kind::kUniform: v = std::uniform_real_distribution<double>(d.low, d.high + 1)(rng); v = std::floor(v); break;
-        case LengthDist::Kind::kNormal: v = std::normal_distribution<double>(d.mean, d.stddev)(rng); break;
+        case LengthDist::Kind::kUniform:
+            v = std::uniform_real_distribution<double>(d.low, d.high + 1)(rng);
+            v = std::floor(v);
+            break;
+        case LengthDist::Kind::kNormal:
+            v = std::normal_distribution<double>(d.mean, d.stddev)(rng);
+            break;
         case LengthDist::Kind::kLogNormal: {
             // Parameters of the underlying normal from the length's own mean and stddev.
             double m = d.mean, sd = d.stddev;
@@ -25,14 +29,16 @@ int64_t sample_length(const LengthDist& d, std::mt19937_64& rng) {
             break;
         }
         case LengthDist::Kind::kEmpirical:
-            v = double(d.values[std::uniform_int_distribution<size_t>(0, d.values.size() - 1)(rng)]);
+            v = double(
+                d.values[std::uniform_int_distribution<size_t>(0, d.values.size() - 1)(rng)]);
             break;
     }
     int64_t n = int64_t(std::llround(v));
     return std::clamp<int64_t>(n, std::max<int64_t>(1, d.min), d.max);
 }
 
-std::vector<double> arrival_times(const std::vector<Phase>& phases, double horizon_s, int64_t max_count, uint64_t seed) {
+std::vector<double> arrival_times(const std::vector<Phase>& phases, double horizon_s,
+                                  int64_t max_count, uint64_t seed) {
     std::vector<double> out;
     std::mt19937_64 rng(seed);
     double start = 0;
@@ -51,9 +57,9 @@ std::vector<double> arrival_times(const std::vector<Phase>& phases, double horiz
         // The first arrival of a constant process is at the phase start; random ones wait a gap.
         bool first = true;
         while (max_count <= 0 || int64_t(out.size()) < max_count) {
-            double gap = p.process == Phase::Process::kConstant ? (first ? 0 : 1.0 / p.rate)
+            double gap = p.process == Phase::Process::kConstant  ? (first ? 0 : 1.0 / p.rate)
                          : p.process == Phase::Process::kPoisson ? expo(rng)
-                                                                  : gam(rng);
+                                                                 : gam(rng);
             first = false;
             t += gap;
             if (!unbounded && t >= end) break;
@@ -69,7 +75,8 @@ namespace {
 
 Result<std::vector<PlannedRequest>> read_trace(const Scenario& s) {
     std::ifstream in(s.arrival.trace);
-    if (!in) return make_error(ErrorCode::kNotFound, "cannot open trace file '{}'", s.arrival.trace);
+    if (!in)
+        return make_error(ErrorCode::kNotFound, "cannot open trace file '{}'", s.arrival.trace);
     std::vector<PlannedRequest> plan;
     std::string line;
     int lineno = 0;
@@ -101,20 +108,24 @@ Result<std::vector<PlannedRequest>> read_trace(const Scenario& s) {
             r.has_prompt = true;
         }
         if (j.contains("input_len")) {
-            if (!j["input_len"].is_number_integer() || j["input_len"].get<int64_t>() < 1) return where("\"input_len\" must be an integer >= 1");
+            if (!j["input_len"].is_number_integer() || j["input_len"].get<int64_t>() < 1)
+                return where("\"input_len\" must be an integer >= 1");
             r.input_len = j["input_len"].get<int64_t>();
         } else if (!r.has_prompt) {
             return where("needs \"input_len\" or \"prompt\"");
         }
-        if (!j.contains("output_len") || !j["output_len"].is_number_integer() || j["output_len"].get<int64_t>() < 1) {
+        if (!j.contains("output_len") || !j["output_len"].is_number_integer() ||
+            j["output_len"].get<int64_t>() < 1) {
             return where("needs \"output_len\" as an integer >= 1");
         }
         r.output_len = j["output_len"].get<int64_t>();
         if (j.contains("class")) {
             if (!j["class"].is_string()) return where("\"class\" must be a string");
             auto name = j["class"].get<std::string>();
-            auto it = std::find_if(s.classes.begin(), s.classes.end(), [&](const auto& c) { return c.name == name; });
-            if (it == s.classes.end()) return where(fmt::format("class '{}' is not defined in the scenario", name));
+            auto it = std::find_if(s.classes.begin(), s.classes.end(),
+                                   [&](const auto& c) { return c.name == name; });
+            if (it == s.classes.end())
+                return where(fmt::format("class '{}' is not defined in the scenario", name));
             r.klass = int(it - s.classes.begin());
         }
         plan.push_back(std::move(r));
@@ -124,7 +135,8 @@ Result<std::vector<PlannedRequest>> read_trace(const Scenario& s) {
             break;
         }
     }
-    if (plan.empty()) return make_error(ErrorCode::kInvalidFile, "{}: no requests in the trace", s.arrival.trace);
+    if (plan.empty())
+        return make_error(ErrorCode::kInvalidFile, "{}: no requests in the trace", s.arrival.trace);
     return plan;
 }
 
@@ -164,14 +176,18 @@ Result<std::vector<DatasetEntry>> load_dataset(const std::string& path) {
         ++lineno;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         json j = json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) {
-            return make_error(ErrorCode::kInvalidFile, "{}:{}: expected a JSON object with \"prompt\" as a string", path, lineno);
+        if (j.is_discarded() || !j.is_object() || !j.contains("prompt") ||
+            !j["prompt"].is_string()) {
+            return make_error(ErrorCode::kInvalidFile,
+                              "{}:{}: expected a JSON object with \"prompt\" as a string", path,
+                              lineno);
         }
         DatasetEntry e;
         e.prompt = j["prompt"].get<std::string>();
         if (j.contains("output_len")) {
             if (!j["output_len"].is_number_integer() || j["output_len"].get<int64_t>() < 1) {
-                return make_error(ErrorCode::kInvalidFile, "{}:{}: \"output_len\" must be an integer >= 1", path, lineno);
+                return make_error(ErrorCode::kInvalidFile,
+                                  "{}:{}: \"output_len\" must be an integer >= 1", path, lineno);
             }
             e.output_len = j["output_len"].get<int64_t>();
         }
@@ -186,12 +202,15 @@ Result<std::vector<DatasetEntry>> load_dataset(const std::string& path) {
 namespace {
 
 const char* const kWords[] = {
-    "the", "a", "little", "girl", "boy", "dog", "cat", "sun", "tree", "house", "ran", "saw", "was", "happy", "big",
-    "small", "red", "blue", "green", "went", "to", "park", "and", "played", "with", "ball", "friend", "mom", "dad",
-    "said", "she", "he", "they", "day", "one", "time", "there", "bird", "flew", "sky", "water", "fish", "swim",
-    "good", "very", "it", "in", "on", "of", "for", "is", "had", "liked", "found", "box", "toy", "car", "road", "hill",
-    "rain", "snow", "cold", "warm", "food", "cake", "ate", "jump", "smile", "laugh", "look", "book", "read", "sleep",
-    "night", "moon", "star", "light", "door", "open", "walk", "garden", "flower", "bee", "help", "kind", "funny",
+    "the",    "a",      "little", "girl",   "boy",  "dog",   "cat",    "sun",   "tree",  "house",
+    "ran",    "saw",    "was",    "happy",  "big",  "small", "red",    "blue",  "green", "went",
+    "to",     "park",   "and",    "played", "with", "ball",  "friend", "mom",   "dad",   "said",
+    "she",    "he",     "they",   "day",    "one",  "time",  "there",  "bird",  "flew",  "sky",
+    "water",  "fish",   "swim",   "good",   "very", "it",    "in",     "on",    "of",    "for",
+    "is",     "had",    "liked",  "found",  "box",  "toy",   "car",    "road",  "hill",  "rain",
+    "snow",   "cold",   "warm",   "food",   "cake", "ate",   "jump",   "smile", "laugh", "look",
+    "book",   "read",   "sleep",  "night",  "moon", "star",  "light",  "door",  "open",  "walk",
+    "garden", "flower", "bee",    "help",   "kind", "funny",
 };
 constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
 
@@ -233,7 +252,8 @@ Result<PromptBuilder::Built> PromptBuilder::build(int64_t target, uint64_t varia
             hi = n;
         }
         if (hi >= 0 && hi - lo <= 1) break;
-        int64_t next = lo + std::max<int64_t>(1, int64_t(std::llround(double(target - c_lo) / tokens_per_word_)));
+        int64_t next = lo + std::max<int64_t>(
+                                1, int64_t(std::llround(double(target - c_lo) / tokens_per_word_)));
         if (hi >= 0 && next >= hi) next = lo + (hi - lo) / 2;
         if (next <= lo) next = lo + 1;
         n = next;
@@ -259,7 +279,8 @@ Result<PromptBuilder::Built> PromptBuilder::build(int64_t target, uint64_t varia
 }
 
 Status fill_prompts(const Scenario& s, std::vector<PlannedRequest>& plan, PromptBuilder& builder,
-                    const std::function<void(size_t, size_t)>& progress, int64_t* exact_count, uint64_t variant_base) {
+                    const std::function<void(size_t, size_t)>& progress, int64_t* exact_count,
+                    uint64_t variant_base) {
     std::vector<std::vector<DatasetEntry>> datasets(s.classes.size());
     for (size_t i = 0; i < s.classes.size(); ++i) {
         if (!s.classes[i].dataset.empty()) {
@@ -279,7 +300,8 @@ Status fill_prompts(const Scenario& s, std::vector<PlannedRequest>& plan, Prompt
             if (e.output_len > 0) r.output_len = e.output_len;
         }
         if (!r.has_prompt) {
-            PAGODA_ASSIGN_OR_RETURN(auto built, builder.build(r.input_len, (s.seed + variant_base) * 1000003 + i));
+            PAGODA_ASSIGN_OR_RETURN(
+                auto built, builder.build(r.input_len, (s.seed + variant_base) * 1000003 + i));
             if (built.tokens == r.input_len) ++exact;
             r.prompt = std::move(built.text);
             r.input_len = built.tokens;

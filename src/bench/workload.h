@@ -15,11 +15,11 @@
 namespace pagoda::bench {
 
 struct PlannedRequest {
-    double at_s = 0;          // send time from the start; closed loop: 0 (sent when a slot frees)
-    int klass = 0;            // index into Scenario::classes
-    int64_t input_len = 0;    // target prompt tokens (as the server counts them, BOS included)
-    int64_t output_len = 0;   // max_tokens, with ignore_eos
-    std::string prompt;       // filled by fill_prompts() unless given by a dataset or trace
+    double at_s = 0;         // send time from the start; closed loop: 0 (sent when a slot frees)
+    int klass = 0;           // index into Scenario::classes
+    int64_t input_len = 0;   // target prompt tokens (as the server counts them, BOS included)
+    int64_t output_len = 0;  // max_tokens, with ignore_eos
+    std::string prompt;      // filled by fill_prompts() unless given by a dataset or trace
     bool has_prompt = false;
 };
 
@@ -28,7 +28,8 @@ int64_t sample_length(const LengthDist& d, std::mt19937_64& rng);
 
 // Send-time offsets of an open-loop process over [0, horizon_s), at most max_count of them.
 // Phases run back to back; a last phase without duration runs to the horizon.
-std::vector<double> arrival_times(const std::vector<Phase>& phases, double horizon_s, int64_t max_count, uint64_t seed);
+std::vector<double> arrival_times(const std::vector<Phase>& phases, double horizon_s,
+                                  int64_t max_count, uint64_t seed);
 
 // The whole plan. Closed loop: `requests` entries, or `closed_pool` when only a duration is set
 // (reused cyclically). Trace: read from the scenario's trace file (errors carry file and line).
@@ -51,7 +52,8 @@ class PromptBuilder {
     explicit PromptBuilder(TokenCounter counter) : counter_(std::move(counter)) {}
     struct Built {
         std::string text;
-        int64_t tokens = 0;  // as counted; equals the target unless the tokenizer made it impossible
+        int64_t tokens =
+            0;  // as counted; equals the target unless the tokenizer made it impossible
     };
     Result<Built> build(int64_t target_tokens, uint64_t variant);
     int64_t calls() const { return calls_; }
@@ -66,6 +68,7 @@ class PromptBuilder {
 // Fills every planned request's prompt: datasets per class, else synthesised. `progress`
 // is called with (done, total).
 Status fill_prompts(const Scenario& s, std::vector<PlannedRequest>& plan, PromptBuilder& builder,
-                    const std::function<void(size_t, size_t)>& progress, int64_t* exact_count, uint64_t variant_base = 0);
+                    const std::function<void(size_t, size_t)>& progress, int64_t* exact_count,
+                    uint64_t variant_base = 0);
 
 }  // namespace pagoda::bench

@@ -11,7 +11,9 @@
 namespace pagoda::engine {
 
 namespace {
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
 }  // namespace
 
 const char* finish_reason_name(FinishReason r) {
@@ -33,13 +35,19 @@ StepHistograms::StepHistograms()
       output({1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05}),
       step({1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0}) {}
 
-double RequestTimings::queue_seconds() const { return scheduled ? seconds(arrival, first_scheduled) : 0.0; }
-double RequestTimings::ttft_seconds() const { return has_token ? seconds(arrival, first_token) : 0.0; }
+double RequestTimings::queue_seconds() const {
+    return scheduled ? seconds(arrival, first_scheduled) : 0.0;
+}
+double RequestTimings::ttft_seconds() const {
+    return has_token ? seconds(arrival, first_token) : 0.0;
+}
 double RequestTimings::e2e_seconds() const { return seconds(arrival, finished); }
 
 Status EngineConfig::validate() const {
     PAGODA_TRY(kv.validate());
-    if (sched.max_model_len < 0) return make_error(ErrorCode::kInvalidArgument, "max_model_len must be >= 0 (0 = the model's)");
+    if (sched.max_model_len < 0)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "max_model_len must be >= 0 (0 = the model's)");
     scheduler::SchedulerConfig s = sched;
     if (s.max_model_len == 0) s.max_model_len = 1;
     return s.validate();
@@ -129,7 +137,8 @@ struct Engine::Req {
     std::vector<Choice> choices;
     RequestTimings t;
     Usage usage;
-    std::vector<int32_t> ends;  // tokens masked before min_tokens: EOS/EOT (unless ignore_eos) and stop_token_ids
+    std::vector<int32_t>
+        ends;  // tokens masked before min_tokens: EOS/EOT (unless ignore_eos) and stop_token_ids
     int remaining = 0;
     bool forked = false;
     bool released = false;
@@ -143,31 +152,36 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& m, const EngineConf
     const auto& mc = m.config();
     if (e->cfg_.sched.max_model_len == 0) e->cfg_.sched.max_model_len = int(mc.context_length);
     if (e->cfg_.sched.max_model_len > mc.context_length) {
-        return make_error(ErrorCode::kInvalidArgument, "max_model_len {} exceeds the model's context length {}",
+        return make_error(ErrorCode::kInvalidArgument,
+                          "max_model_len {} exceeds the model's context length {}",
                           e->cfg_.sched.max_model_len, mc.context_length);
     }
     PAGODA_TRY(e->cfg_.sched.validate());
-    PAGODA_ASSIGN_OR_RETURN(kvcache::KvPool pool,
-                            kvcache::KvPool::create(e->cfg_.kv, mc.num_layers, mc.num_kv_heads, mc.head_dim));
+    PAGODA_ASSIGN_OR_RETURN(
+        kvcache::KvPool pool,
+        kvcache::KvPool::create(e->cfg_.kv, mc.num_layers, mc.num_kv_heads, mc.head_dim));
     e->pool_ = std::make_unique<kvcache::KvPool>(std::move(pool));
-    e->blocks_ = std::make_unique<kvcache::BlockManager>(e->pool_->num_blocks(), e->pool_->block_size(),
-                                                         e->cfg_.enable_prefix_caching);
+    e->blocks_ = std::make_unique<kvcache::BlockManager>(
+        e->pool_->num_blocks(), e->pool_->block_size(), e->cfg_.enable_prefix_caching);
     e->sched_ = std::make_unique<scheduler::Scheduler>(e->cfg_.sched, *e->blocks_);
     e->intake_ = std::make_shared<Intake>();
     e->intake_->current = e->cfg_.sched.knobs;
     const auto& vocab = m.tokenizer().vocab();
     if (vocab.eos != tokenizer::kNoToken) e->end_tokens_.push_back(vocab.eos);
-    if (vocab.eot != tokenizer::kNoToken && vocab.eot != vocab.eos) e->end_tokens_.push_back(vocab.eot);
+    if (vocab.eot != tokenizer::kNoToken && vocab.eot != vocab.eos)
+        e->end_tokens_.push_back(vocab.eot);
     e->totals_.block_size = e->pool_->block_size();
     e->totals_.knobs = e->cfg_.sched.knobs;
     e->totals_.blocks = e->blocks_->stats();
     e->snapshot_ = std::make_shared<EngineStats>(e->totals_);
-    log_info("engine: {} KV blocks of {} tokens ({:.1f} MiB, {}), max_model_len {}, max_num_seqs {}, "
-             "max_num_batched_tokens {}, prefix caching {}, chunked prefill {}",
-             e->pool_->num_blocks(), e->pool_->block_size(), double(e->pool_->total_bytes()) / (1 << 20),
-             kvcache::kv_dtype_name(e->pool_->dtype()), e->cfg_.sched.max_model_len, e->cfg_.sched.knobs.max_num_seqs,
-             e->cfg_.sched.knobs.max_num_batched_tokens, e->cfg_.enable_prefix_caching ? "on" : "off",
-             e->cfg_.sched.enable_chunked_prefill ? "on" : "off");
+    log_info(
+        "engine: {} KV blocks of {} tokens ({:.1f} MiB, {}), max_model_len {}, max_num_seqs {}, "
+        "max_num_batched_tokens {}, prefix caching {}, chunked prefill {}",
+        e->pool_->num_blocks(), e->pool_->block_size(), double(e->pool_->total_bytes()) / (1 << 20),
+        kvcache::kv_dtype_name(e->pool_->dtype()), e->cfg_.sched.max_model_len,
+        e->cfg_.sched.knobs.max_num_seqs, e->cfg_.sched.knobs.max_num_batched_tokens,
+        e->cfg_.enable_prefix_caching ? "on" : "off",
+        e->cfg_.sched.enable_chunked_prefill ? "on" : "off");
     e->heartbeat_.store(Clock::now().time_since_epoch().count());
     e->thread_ = std::thread([raw = e.get()] {
         kernels::cpu::adopt_num_threads();  // OpenMP keeps --threads per thread
@@ -190,10 +204,12 @@ void Engine::shutdown() {
 
 Result<std::shared_ptr<RequestStream>> Engine::submit(Request r) {
     const auto& mc = model_->config();
-    if (r.prompt_ids.empty()) return make_error(ErrorCode::kInvalidArgument, "the prompt is empty (no tokens)");
+    if (r.prompt_ids.empty())
+        return make_error(ErrorCode::kInvalidArgument, "the prompt is empty (no tokens)");
     for (int32_t id : r.prompt_ids) {
         if (id < 0 || id >= mc.vocab_size) {
-            return make_error(ErrorCode::kInvalidArgument, "prompt token id {} is out of range [0, {})", id, mc.vocab_size);
+            return make_error(ErrorCode::kInvalidArgument,
+                              "prompt token id {} is out of range [0, {})", id, mc.vocab_size);
         }
     }
     PAGODA_TRY(r.sampling.validate(int(mc.vocab_size)));
@@ -201,7 +217,8 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request r) {
     const int max_len = cfg_.sched.max_model_len;
     if (int64_t(r.prompt_ids.size()) >= max_len) {
         return make_error(ErrorCode::kOutOfRange,
-                          "the prompt has {} tokens but the context length of {} (max_model_len) must leave room for at "
+                          "the prompt has {} tokens but the context length of {} (max_model_len) "
+                          "must leave room for at "
                           "least one new token",
                           r.prompt_ids.size(), max_len);
     }
@@ -210,21 +227,26 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request r) {
         r.sampling.max_tokens = int(max_len - int64_t(r.prompt_ids.size()));
         r.sampling.min_tokens = std::min(r.sampling.min_tokens, r.sampling.max_tokens);
     }
-    const int64_t need_blocks = blocks_->blocks_for(int64_t(r.prompt_ids.size()) + r.sampling.max_tokens);
+    const int64_t need_blocks =
+        blocks_->blocks_for(int64_t(r.prompt_ids.size()) + r.sampling.max_tokens);
     if (need_blocks > pool_->num_blocks()) {
         return make_error(ErrorCode::kOutOfRange,
-                          "prompt of {} tokens plus max_tokens {} needs {} KV blocks but the cache holds {}; lower "
+                          "prompt of {} tokens plus max_tokens {} needs {} KV blocks but the cache "
+                          "holds {}; lower "
                           "max_tokens or raise --kv-cache-memory",
-                          r.prompt_ids.size(), r.sampling.max_tokens, need_blocks, pool_->num_blocks());
+                          r.prompt_ids.size(), r.sampling.max_tokens, need_blocks,
+                          pool_->num_blocks());
     }
     if (!r.arrival) r.arrival = Clock::now();
     auto stream = std::shared_ptr<RequestStream>(new RequestStream());
     stream->intake_ = intake_;
     {
         std::lock_guard<std::mutex> lock(intake_->mu);
-        if (intake_->stop) return make_error(ErrorCode::kResourceExhausted, "the engine is shutting down");
+        if (intake_->stop)
+            return make_error(ErrorCode::kResourceExhausted, "the engine is shutting down");
         if (queued_estimate_.load() >= intake_->current.max_waiting_requests) {
-            return make_error(ErrorCode::kResourceExhausted, "the waiting queue is full ({} requests); retry in {:.0f} s",
+            return make_error(ErrorCode::kResourceExhausted,
+                              "the waiting queue is full ({} requests); retry in {:.0f} s",
                               queued_estimate_.load(), retry_after_seconds());
         }
         stream->id_ = intake_->next_id++;
@@ -246,9 +268,10 @@ double Engine::retry_after_seconds() const {
 Status Engine::set_knobs(const RuntimeKnobs& k) {
     PAGODA_TRY(k.validate());
     if (!cfg_.sched.enable_chunked_prefill && k.max_num_batched_tokens < cfg_.sched.max_model_len) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "with chunked prefill off, max_num_batched_tokens ({}) must be >= max_model_len ({})",
-                          k.max_num_batched_tokens, cfg_.sched.max_model_len);
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "with chunked prefill off, max_num_batched_tokens ({}) must be >= max_model_len ({})",
+            k.max_num_batched_tokens, cfg_.sched.max_model_len);
     }
     {
         std::lock_guard<std::mutex> lock(intake_->mu);
@@ -279,7 +302,8 @@ void Engine::loop() {
             if (intake_->stop) break;
             if (reqs_.empty()) {
                 const bool work = intake_->cv.wait_for(lock, std::chrono::seconds(1), [&] {
-                    return intake_->stop || !intake_->pending.empty() || !intake_->cancels.empty() || intake_->knobs;
+                    return intake_->stop || !intake_->pending.empty() ||
+                           !intake_->cancels.empty() || intake_->knobs;
                 });
                 if (intake_->stop) break;
                 if (!work) continue;  // idle: only the heartbeat
@@ -323,11 +347,14 @@ void Engine::apply_intake() {
         const RuntimeKnobs old = sched_->knobs();
         const Status st = sched_->set_knobs(*knobs);
         if (st.ok()) {
-            log_info("knobs changed: max_num_seqs {} -> {}, max_num_batched_tokens {} -> {}, "
-                     "long_prefill_token_threshold {} -> {}, max_waiting_requests {} -> {}, max_waiting_tokens {} -> {}",
-                     old.max_num_seqs, knobs->max_num_seqs, old.max_num_batched_tokens, knobs->max_num_batched_tokens,
-                     old.long_prefill_token_threshold, knobs->long_prefill_token_threshold, old.max_waiting_requests,
-                     knobs->max_waiting_requests, old.max_waiting_tokens, knobs->max_waiting_tokens);
+            log_info(
+                "knobs changed: max_num_seqs {} -> {}, max_num_batched_tokens {} -> {}, "
+                "long_prefill_token_threshold {} -> {}, max_waiting_requests {} -> {}, "
+                "max_waiting_tokens {} -> {}",
+                old.max_num_seqs, knobs->max_num_seqs, old.max_num_batched_tokens,
+                knobs->max_num_batched_tokens, old.long_prefill_token_threshold,
+                knobs->long_prefill_token_threshold, old.max_waiting_requests,
+                knobs->max_waiting_requests, old.max_waiting_tokens, knobs->max_waiting_tokens);
         } else {
             log_warn("knob change refused: {}", st.error().message);
         }
@@ -347,7 +374,9 @@ void Engine::apply_intake() {
         for (int i = 0; i < sp.n; ++i) {
             Choice& c = r->choices[size_t(i)];
             c.sampler = std::make_unique<Sampler>(sp, i);
-            if (r->req.detokenize) c.detok = std::make_unique<tokenizer::IncrementalDetokenizer>(model_->tokenizer(), false);
+            if (r->req.detokenize)
+                c.detok =
+                    std::make_unique<tokenizer::IncrementalDetokenizer>(model_->tokenizer(), false);
         }
         auto seq = std::make_unique<scheduler::Sequence>();
         seq->id = next_seq_++;
@@ -360,7 +389,9 @@ void Engine::apply_intake() {
         ++totals_.requests_submitted;
         const Status st = sched_->add(std::move(seq));
         if (!st.ok()) {
-            fail_request(*r, st.error().code == ErrorCode::kResourceExhausted ? FinishReason::kRejected : FinishReason::kError,
+            fail_request(*r,
+                         st.error().code == ErrorCode::kResourceExhausted ? FinishReason::kRejected
+                                                                          : FinishReason::kError,
                          st.error().message);
             continue;
         }
@@ -381,7 +412,8 @@ void Engine::release(Req& r) {
     --unfinished_;
 }
 
-void Engine::finish_choice(Req& r, Choice& c, FinishReason why, std::string stop_reason, std::vector<Event>& out) {
+void Engine::finish_choice(Req& r, Choice& c, FinishReason why, std::string stop_reason,
+                           std::vector<Event>& out) {
     PAGODA_CHECK(!c.done) << "choice finished twice";
     c.done = true;
     if (c.seq != 0) {
@@ -414,7 +446,8 @@ void Engine::finish_choice(Req& r, Choice& c, FinishReason why, std::string stop
     }
 }
 
-void Engine::emit_token(Req& r, Choice& c, int32_t tok, const float* logits, std::vector<Event>& out) {
+void Engine::emit_token(Req& r, Choice& c, int32_t tok, const float* logits,
+                        std::vector<Event>& out) {
     const SamplingParams& sp = r.req.sampling;
     const auto now = Clock::now();
     c.sampler->accept(tok);
@@ -431,14 +464,18 @@ void Engine::emit_token(Req& r, Choice& c, int32_t tok, const float* logits, std
     ev.step = step_no_;
 
     const bool past_min = c.generated > sp.min_tokens;
-    const bool eog = !sp.ignore_eos && std::find(end_tokens_.begin(), end_tokens_.end(), tok) != end_tokens_.end();
-    const bool stop_id = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) != sp.stop_token_ids.end();
+    const bool eog = !sp.ignore_eos &&
+                     std::find(end_tokens_.begin(), end_tokens_.end(), tok) != end_tokens_.end();
+    const bool stop_id = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) !=
+                         sp.stop_token_ids.end();
     if ((eog || stop_id) && past_min) {
         finish_choice(r, c, FinishReason::kStop, stop_id ? std::to_string(tok) : "", out);
         return;
     }
     ev.token_ids.push_back(tok);
-    if (sp.logprobs >= 0) ev.logprobs.push_back(compute_logprobs({logits, size_t(model_->config().vocab_size)}, tok, sp.logprobs));
+    if (sp.logprobs >= 0)
+        ev.logprobs.push_back(
+            compute_logprobs({logits, size_t(model_->config().vocab_size)}, tok, sp.logprobs));
     if (c.detok) {
         c.held += c.detok->push(tok);
         size_t keep = 0;  // bytes of held text to hold back
@@ -475,8 +512,10 @@ void Engine::emit_token(Req& r, Choice& c, int32_t tok, const float* logits, std
         c.held.erase(0, c.held.size() - keep);
     }
     const scheduler::Sequence* seq = sched_->get(c.seq);
-    const bool at_context = seq != nullptr && int64_t(seq->tokens.size()) + 1 >= cfg_.sched.max_model_len;
-    if (c.generated >= sp.max_tokens || at_context) finish_choice(r, c, FinishReason::kLength, "", out);
+    const bool at_context =
+        seq != nullptr && int64_t(seq->tokens.size()) + 1 >= cfg_.sched.max_model_len;
+    if (c.generated >= sp.max_tokens || at_context)
+        finish_choice(r, c, FinishReason::kLength, "", out);
 }
 
 void Engine::step() {
@@ -564,7 +603,8 @@ void Engine::step() {
         log_warn("forward failed at step {}: {}", step_no_, fst.error().message);
         for (const auto& x : plan.seqs) {
             auto it = by_seq_.find(x.id);
-            if (it != by_seq_.end()) fail_request(*it->second.first, FinishReason::kError, fst.error().message);
+            if (it != by_seq_.end())
+                fail_request(*it->second.first, FinishReason::kError, fst.error().message);
         }
         std::erase_if(reqs_, [](const std::unique_ptr<Req>& r) { return r->released; });
         return;
@@ -609,7 +649,8 @@ void Engine::step() {
                 sampled.push_back({&r, int(i), tok, logits});
             }
         } else {
-            const int32_t tok = r.choices[size_t(ci)].sampler->sample({logits, vocab}, prompt, ends);
+            const int32_t tok =
+                r.choices[size_t(ci)].sampler->sample({logits, vocab}, prompt, ends);
             sampled.push_back({&r, ci, tok, logits});
         }
     }

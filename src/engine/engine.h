@@ -43,11 +43,11 @@ struct EngineConfig {
 struct Request {
     std::vector<int32_t> prompt_ids;
     SamplingParams sampling;
-    int priority = 0;                        // lower runs first
+    int priority = 0;                           // lower runs first
     std::optional<Clock::time_point> deadline;  // finish with "timeout" if still queued then
-    uint64_t cache_salt = 0;                 // prefix-cache isolation between tenants
-    bool detokenize = true;                  // produce text deltas and apply stop strings
-    std::optional<Clock::time_point> arrival;  // default: submit time
+    uint64_t cache_salt = 0;                    // prefix-cache isolation between tenants
+    bool detokenize = true;                     // produce text deltas and apply stop strings
+    std::optional<Clock::time_point> arrival;   // default: submit time
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kRejected, kTimeout, kError };
@@ -71,15 +71,15 @@ struct RequestTimings {
 // One step's output for one of a request's n samples. The last event of a request has
 // request_done set, with usage and timings.
 struct Event {
-    int index = 0;                    // which of the n samples
-    std::vector<int32_t> token_ids;   // new tokens (stop/end tokens are not included)
-    std::string text;                 // new text (held back while a stop string may be forming)
+    int index = 0;                       // which of the n samples
+    std::vector<int32_t> token_ids;      // new tokens (stop/end tokens are not included)
+    std::string text;                    // new text (held back while a stop string may be forming)
     std::vector<TokenLogprob> logprobs;  // one per token in token_ids when logprobs >= 0
-    Clock::time_point time;           // when the tokens were produced
-    uint64_t step = 0;                // engine step that produced it
+    Clock::time_point time;              // when the tokens were produced
+    uint64_t step = 0;                   // engine step that produced it
     std::optional<FinishReason> finish;  // this sample is complete
-    std::string stop_reason;          // the stop string or token id that ended it
-    std::string error;                // for kRejected / kError
+    std::string stop_reason;             // the stop string or token id that ended it
+    std::string error;                   // for kRejected / kError
     bool request_done = false;
     Usage usage;
     RequestTimings timings;
@@ -133,7 +133,7 @@ struct EngineStats {
     int64_t preemptions = 0;
     double peak_kv_usage = 0.0;
     StepTimings last_step;
-    StepTimings total_time;         // sums over all steps
+    StepTimings total_time;  // sums over all steps
     int32_t last_prefill_tokens = 0, last_decode_seqs = 0;
     double decode_steps_s = 0;        // time of steps without prefill tokens
     int64_t decode_steps_tokens = 0;  // tokens those steps generated
@@ -166,7 +166,9 @@ class Engine {
     int64_t num_unfinished() const { return unfinished_.load(); }
     // When the engine loop last went round (it wakes at least every second when idle):
     // health checks call the engine stalled when this is old.
-    Clock::time_point last_heartbeat() const { return Clock::time_point(Clock::duration(heartbeat_.load())); }
+    Clock::time_point last_heartbeat() const {
+        return Clock::time_point(Clock::duration(heartbeat_.load()));
+    }
     const model::Model& model() const { return *model_; }
     const EngineConfig& config() const { return cfg_; }
     int64_t num_kv_blocks() const { return pool_->num_blocks(); }
@@ -179,7 +181,8 @@ class Engine {
     void loop();
     void step();
     void apply_intake();
-    void finish_choice(Req& r, Choice& c, FinishReason why, std::string stop_reason, std::vector<Event>& out);
+    void finish_choice(Req& r, Choice& c, FinishReason why, std::string stop_reason,
+                       std::vector<Event>& out);
     void fail_request(Req& r, FinishReason why, const std::string& error);
     void emit_token(Req& r, Choice& c, int32_t tok, const float* logits, std::vector<Event>& out);
     void publish(const scheduler::BatchPlan& plan, const StepTimings& t);
@@ -194,7 +197,7 @@ class Engine {
     std::thread thread_;
 
     // Engine-thread state.
-    std::vector<std::unique_ptr<Req>> reqs_;                  // live requests
+    std::vector<std::unique_ptr<Req>> reqs_;                           // live requests
     std::unordered_map<kvcache::SeqId, std::pair<Req*, int>> by_seq_;  // seq -> (request, choice)
     kvcache::SeqId next_seq_ = 1;
     uint64_t step_no_ = 0;

@@ -33,8 +33,11 @@ model::Model& tiny_gqa() {
         const std::string path = ::testing::TempDir() + "/pagoda_engine_tiny_gqa.gguf";
         auto s = model::find_shape("tiny-gqa");
         PAGODA_CHECK(s.ok()) << "shape";
-        auto st = model::write_test_model(
-            {.shape = *s, .dtype = formats::TensorType::kF32, .seed = 11, .vocab_path = testdata::kStoriesPath, .output_path = path});
+        auto st = model::write_test_model({.shape = *s,
+                                           .dtype = formats::TensorType::kF32,
+                                           .seed = 11,
+                                           .vocab_path = testdata::kStoriesPath,
+                                           .output_path = path});
         PAGODA_CHECK(st.ok()) << st.error().message;
         auto r = model::Model::load(path);
         PAGODA_CHECK(r.ok()) << r.error().message;
@@ -95,7 +98,8 @@ Request greedy(std::vector<int32_t> prompt, int max_tokens) {
     return r;
 }
 
-std::vector<std::vector<int32_t>> random_prompts(const model::Model& m, int count, int min_len, int max_len, uint64_t seed) {
+std::vector<std::vector<int32_t>> random_prompts(const model::Model& m, int count, int min_len,
+                                                 int max_len, uint64_t seed) {
     std::mt19937_64 rng(seed);
     const auto& v = m.tokenizer().vocab();
     std::vector<std::vector<int32_t>> out;
@@ -151,7 +155,8 @@ TEST_P(BatchInvariance, GreedyIdsMatchEachRequestAlone) {
     const EngineConfig cfg = config(c.block_size, c.budget);
     const auto prompts = random_prompts(m, 32, 2, 150, 7);
     std::vector<Request> reqs;
-    for (size_t i = 0; i < prompts.size(); ++i) reqs.push_back(greedy(prompts[i], 8 + int(i % 5) * 6));
+    for (size_t i = 0; i < prompts.size(); ++i)
+        reqs.push_back(greedy(prompts[i], 8 + int(i % 5) * 6));
     auto e = Engine::create(m, cfg);
     ASSERT_TRUE(e.ok()) << e.error().message;
     const auto outs = together(**e, reqs, 3);
@@ -161,7 +166,8 @@ TEST_P(BatchInvariance, GreedyIdsMatchEachRequestAlone) {
     for (size_t i = 0; i < reqs.size(); ++i) {
         ASSERT_EQ(outs[i].finish, FinishReason::kLength) << i;
         ASSERT_EQ(int(outs[i].ids.size()), reqs[i].sampling.max_tokens) << i;
-        EXPECT_EQ(outs[i].ids, alone(m, cfg, reqs[i])) << "request " << i << " (prompt " << prompts[i].size() << " tokens)";
+        EXPECT_EQ(outs[i].ids, alone(m, cfg, reqs[i]))
+            << "request " << i << " (prompt " << prompts[i].size() << " tokens)";
         ++batched_steps_seen;
     }
     // The requests really shared steps: fewer steps than running them one after another.
@@ -172,13 +178,18 @@ TEST_P(BatchInvariance, GreedyIdsMatchEachRequestAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engine, BatchInvariance,
-                         ::testing::Values(InvarianceCase{"stories260k", 16, 64}, InvarianceCase{"stories260k", 16, 2048},
-                                           InvarianceCase{"stories260k", 64, 64}, InvarianceCase{"stories260k", 64, 2048},
-                                           InvarianceCase{"tiny-gqa", 16, 64}, InvarianceCase{"tiny-gqa", 16, 2048},
-                                           InvarianceCase{"tiny-gqa", 64, 64}, InvarianceCase{"tiny-gqa", 64, 2048}),
+                         ::testing::Values(InvarianceCase{"stories260k", 16, 64},
+                                           InvarianceCase{"stories260k", 16, 2048},
+                                           InvarianceCase{"stories260k", 64, 64},
+                                           InvarianceCase{"stories260k", 64, 2048},
+                                           InvarianceCase{"tiny-gqa", 16, 64},
+                                           InvarianceCase{"tiny-gqa", 16, 2048},
+                                           InvarianceCase{"tiny-gqa", 64, 64},
+                                           InvarianceCase{"tiny-gqa", 64, 2048}),
                          [](const auto& info) {
-                             std::string n = std::string(info.param.model) + "_bs" + std::to_string(info.param.block_size) +
-                                             "_budget" + std::to_string(info.param.budget);
+                             std::string n = std::string(info.param.model) + "_bs" +
+                                             std::to_string(info.param.block_size) + "_budget" +
+                                             std::to_string(info.param.budget);
                              std::erase(n, '-');
                              return n;
                          });
@@ -259,7 +270,8 @@ TEST(Engine, CancelFreesBlocksWithinOneStep) {
     const auto o = collect(**s)[0];
     EXPECT_EQ(o.finish, FinishReason::kCancelled);
     EXPECT_LE(o.last_step, step_at_cancel + 1);
-    for (int i = 0; i < 200 && (*e)->stats()->blocks.used != 0; ++i) std::this_thread::sleep_for(5ms);
+    for (int i = 0; i < 200 && (*e)->stats()->blocks.used != 0; ++i)
+        std::this_thread::sleep_for(5ms);
     EXPECT_EQ((*e)->stats()->blocks.used, 0);
     EXPECT_EQ((*e)->num_unfinished(), 0);
 }
@@ -278,7 +290,8 @@ TEST(Engine, SeededSamplingIsBatchIndependent) {
     auto e = Engine::create(m, config(16, 128));
     ASSERT_TRUE(e.ok());
     const auto outs = together(**e, reqs, 17);
-    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(outs[i].ids, alone(m, config(64, 2048), reqs[i])) << i;
+    for (size_t i = 0; i < reqs.size(); ++i)
+        EXPECT_EQ(outs[i].ids, alone(m, config(64, 2048), reqs[i])) << i;
 }
 
 TEST(Engine, StopStringsAreNeverEmitted) {
@@ -304,7 +317,8 @@ TEST(Engine, StopTokenIdsAndMinTokens) {
     auto o = collect(**(*e)->submit(r))[0];
     EXPECT_EQ(o.finish, FinishReason::kStop);
     EXPECT_EQ(o.stop_reason, std::to_string(third));
-    EXPECT_EQ(o.ids, std::vector<int32_t>(testdata::kStoriesGoldenIds.begin(), testdata::kStoriesGoldenIds.begin() + 2));
+    EXPECT_EQ(o.ids, std::vector<int32_t>(testdata::kStoriesGoldenIds.begin(),
+                                          testdata::kStoriesGoldenIds.begin() + 2));
     // min_tokens masks the stop token until enough tokens were generated.
     r.sampling.min_tokens = 5;
     o = collect(**(*e)->submit(r))[0];
@@ -384,7 +398,8 @@ TEST(Engine, ValidationErrorsAreClear) {
     auto too_long = (*e)->submit(greedy(std::vector<int32_t>(5000, 5), 4));
     ASSERT_FALSE(too_long.ok());
     EXPECT_EQ(too_long.error().code, ErrorCode::kOutOfRange);
-    auto too_big = (*e)->submit(greedy(std::vector<int32_t>(100, 5), 1000));  // 64 blocks x 16 = 1024 slots
+    auto too_big =
+        (*e)->submit(greedy(std::vector<int32_t>(100, 5), 1000));  // 64 blocks x 16 = 1024 slots
     ASSERT_FALSE(too_big.ok());
     EXPECT_NE(too_big.error().message.find("KV blocks"), std::string::npos);
 }

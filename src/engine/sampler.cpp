@@ -8,7 +8,8 @@ namespace pagoda::engine {
 
 #define bad(...) make_error(ErrorCode::kInvalidArgument, __VA_ARGS__)
 Status SamplingParams::validate(int vocab_size) const {
-    if (!(temperature >= 0.0f) || temperature > 100.0f) return bad("temperature must be in [0, 100], got {}", temperature);
+    if (!(temperature >= 0.0f) || temperature > 100.0f)
+        return bad("temperature must be in [0, 100], got {}", temperature);
     if (top_k < -1) return bad("top_k must be -1, 0 (off) or > 0, got {}", top_k);
     if (!(top_p > 0.0f && top_p <= 1.0f)) return bad("top_p must be in (0, 1], got {}", top_p);
     if (!(min_p >= 0.0f && min_p <= 1.0f)) return bad("min_p must be in [0, 1], got {}", min_p);
@@ -25,7 +26,8 @@ Status SamplingParams::validate(int vocab_size) const {
         if (id < 0 || (vocab_size > 0 && id >= vocab_size)) {
             return bad("logit_bias token id {} is out of range [0, {})", id, vocab_size);
         }
-        if (!(bias >= -100.0f && bias <= 100.0f)) return bad("logit_bias for token {} must be in [-100, 100], got {}", id, bias);
+        if (!(bias >= -100.0f && bias <= 100.0f))
+            return bad("logit_bias for token {} must be in [-100, 100], got {}", id, bias);
     }
     if (max_tokens < 1) return bad("max_tokens must be >= 1, got {}", max_tokens);
     if (min_tokens < 0 || min_tokens > max_tokens) {
@@ -42,7 +44,8 @@ Status SamplingParams::validate(int vocab_size) const {
         }
     }
     if (n < 1 || n > kMaxN) return bad("n must be in [1, {}], got {}", kMaxN, n);
-    if (logprobs < -1 || logprobs > kMaxLogprobs) return bad("logprobs must be in [0, {}], got {}", kMaxLogprobs, logprobs);
+    if (logprobs < -1 || logprobs > kMaxLogprobs)
+        return bad("logprobs must be in [0, {}], got {}", kMaxLogprobs, logprobs);
     return ok_status();
 }
 #undef bad
@@ -57,7 +60,8 @@ void Sampler::accept(int32_t token) {
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> prompt,
                         std::span<const int32_t> end_tokens) {
-    const bool penalties = p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+    const bool penalties = p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
+                           p_.frequency_penalty != 0.0f;
     const bool mask_end = generated_ < p_.min_tokens && !end_tokens.empty();
     if (!penalties && !mask_end && p_.logit_bias.empty()) return draw(logits);
     row_.assign(logits.begin(), logits.end());
@@ -71,7 +75,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
         }
     }
     if (p_.repetition_penalty != 1.0f) {
-        // Each token seen in the prompt or the output, once: divide positive logits, multiply negative.
+        // Each token seen in the prompt or the output, once: divide positive logits, multiply
+        // negative.
         std::vector<uint8_t> seen(size_t(vocab), 0);
         auto apply = [&](int32_t id) {
             if (id < 0 || id >= vocab || seen[size_t(id)]) return;
@@ -84,7 +89,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     }
     if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
         for (const auto& [id, c] : counts_) {
-            if (id >= 0 && id < vocab) row_[size_t(id)] -= p_.frequency_penalty * float(c) + p_.presence_penalty;
+            if (id >= 0 && id < vocab)
+                row_[size_t(id)] -= p_.frequency_penalty * float(c) + p_.presence_penalty;
         }
     }
     return draw(row_);
@@ -106,9 +112,10 @@ TokenLogprob compute_logprobs(std::span<const float> logits, int32_t token, int 
         c.reserve(logits.size());
         for (size_t i = 0; i < logits.size(); ++i) c.emplace_back(logits[i], int32_t(i));
         const size_t kk = std::min(size_t(k), c.size());
-        std::partial_sort(c.begin(), c.begin() + ptrdiff_t(kk), c.end(), [](const auto& a, const auto& b) {
-            return a.first > b.first || (a.first == b.first && a.second < b.second);
-        });
+        std::partial_sort(
+            c.begin(), c.begin() + ptrdiff_t(kk), c.end(), [](const auto& a, const auto& b) {
+                return a.first > b.first || (a.first == b.first && a.second < b.second);
+            });
         for (size_t i = 0; i < kk; ++i) r.top.emplace_back(c[i].second, c[i].first - lse);
     }
     return r;
@@ -126,8 +133,11 @@ int32_t Sampler::draw(std::span<const float> logits) {
     if (p_.temperature == 0.0f) return argmax(logits);
     cand_.clear();
     cand_.reserve(logits.size());
-    for (size_t i = 0; i < logits.size(); ++i) cand_.emplace_back(logits[i] / p_.temperature, int32_t(i));
-    auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+    for (size_t i = 0; i < logits.size(); ++i)
+        cand_.emplace_back(logits[i] / p_.temperature, int32_t(i));
+    auto by_logit = [](const auto& a, const auto& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
     size_t n = cand_.size();
     if (p_.top_k > 0 && size_t(p_.top_k) < n) {
         std::partial_sort(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), by_logit);

@@ -20,23 +20,23 @@
 namespace pagoda::engine {
 
 struct SamplingParams {
-    float temperature = 1.0f;  // 0 = greedy
-    int top_k = 0;             // 0 or -1 = off
-    float top_p = 1.0f;        // (0, 1]
-    float min_p = 0.0f;        // [0, 1]
-    std::optional<uint64_t> seed;  // none: a random seed
-    float repetition_penalty = 1.0f;  // (0, 2]; 1 = off
-    float presence_penalty = 0.0f;    // [-2, 2]
-    float frequency_penalty = 0.0f;   // [-2, 2]
+    float temperature = 1.0f;                           // 0 = greedy
+    int top_k = 0;                                      // 0 or -1 = off
+    float top_p = 1.0f;                                 // (0, 1]
+    float min_p = 0.0f;                                 // [0, 1]
+    std::optional<uint64_t> seed;                       // none: a random seed
+    float repetition_penalty = 1.0f;                    // (0, 2]; 1 = off
+    float presence_penalty = 0.0f;                      // [-2, 2]
+    float frequency_penalty = 0.0f;                     // [-2, 2]
     std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> bias in [-100, 100]
 
-    int max_tokens = 16;   // new tokens per output (OpenAI's default for completions)
-    int min_tokens = 0;    // end tokens and stop strings are ignored before this many
-    std::vector<std::string> stop;        // stop strings (never part of the output)
+    int max_tokens = 16;            // new tokens per output (OpenAI's default for completions)
+    int min_tokens = 0;             // end tokens and stop strings are ignored before this many
+    std::vector<std::string> stop;  // stop strings (never part of the output)
     std::vector<int32_t> stop_token_ids;  // extra end tokens
     bool ignore_eos = false;
-    int n = 1;             // parallel samples sharing the prompt's blocks
-    int logprobs = -1;     // -1: none; k >= 0: the chosen token's logprob and the top k alternatives
+    int n = 1;          // parallel samples sharing the prompt's blocks
+    int logprobs = -1;  // -1: none; k >= 0: the chosen token's logprob and the top k alternatives
 
     // vocab_size 0 skips the token id range checks.
     Status validate(int vocab_size = 0) const;
@@ -65,8 +65,8 @@ class Sampler {
     std::mt19937_64 rng_;
     std::unordered_map<int32_t, int> counts_;  // generated token -> occurrences
     int generated_ = 0;
-    std::vector<float> row_;                        // scratch: processed logits
-    std::vector<std::pair<float, int32_t>> cand_;   // scratch
+    std::vector<float> row_;                       // scratch: processed logits
+    std::vector<std::pair<float, int32_t>> cand_;  // scratch
 };
 
 int32_t argmax(std::span<const float> logits);

@@ -1,9 +1,9 @@
 #include "formats/gguf.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <limits>
-
-#include <fmt/format.h>
 
 namespace pagoda::formats {
 namespace {
@@ -34,8 +34,8 @@ class Reader {
         PAGODA_ASSIGN_OR_RETURN(uint64_t n, read<uint64_t>(what));
         if (n > remaining()) {
             return make_error(ErrorCode::kInvalidFile,
-                              "{}: {} at byte {} has length {} but only {} bytes remain", src_, what,
-                              pos_ - 8, n, remaining());
+                              "{}: {} at byte {} has length {} but only {} bytes remain", src_,
+                              what, pos_ - 8, n, remaining());
         }
         std::string s(reinterpret_cast<const char*>(b_.data() + pos_), size_t(n));
         pos_ += size_t(n);
@@ -43,8 +43,9 @@ class Reader {
     }
 
     Error truncated(const char* what) const {
-        return make_error(ErrorCode::kInvalidFile, "{}: truncated: file ends at byte {} while reading {}",
-                          src_, b_.size(), what);
+        return make_error(ErrorCode::kInvalidFile,
+                          "{}: truncated: file ends at byte {} while reading {}", src_, b_.size(),
+                          what);
     }
 
   private:
@@ -80,46 +81,84 @@ Result<GgufValue> read_value(Reader& r, GgufType type, int depth, const std::str
     GgufValue v;
     v.type = type;
     switch (type) {
-        case GgufType::kU8: { PAGODA_ASSIGN_OR_RETURN(v.u, r.read<uint8_t>("u8 value")); break; }
-        case GgufType::kI8: { PAGODA_ASSIGN_OR_RETURN(v.i, r.read<int8_t>("i8 value")); break; }
-        case GgufType::kU16: { PAGODA_ASSIGN_OR_RETURN(v.u, r.read<uint16_t>("u16 value")); break; }
-        case GgufType::kI16: { PAGODA_ASSIGN_OR_RETURN(v.i, r.read<int16_t>("i16 value")); break; }
-        case GgufType::kU32: { PAGODA_ASSIGN_OR_RETURN(v.u, r.read<uint32_t>("u32 value")); break; }
-        case GgufType::kI32: { PAGODA_ASSIGN_OR_RETURN(v.i, r.read<int32_t>("i32 value")); break; }
-        case GgufType::kU64: { PAGODA_ASSIGN_OR_RETURN(v.u, r.read<uint64_t>("u64 value")); break; }
-        case GgufType::kI64: { PAGODA_ASSIGN_OR_RETURN(v.i, r.read<int64_t>("i64 value")); break; }
-        case GgufType::kF32: { PAGODA_ASSIGN_OR_RETURN(float f, r.read<float>("f32 value")); v.f = f; break; }
-        case GgufType::kF64: { PAGODA_ASSIGN_OR_RETURN(v.f, r.read<double>("f64 value")); break; }
+        case GgufType::kU8: {
+            PAGODA_ASSIGN_OR_RETURN(v.u, r.read<uint8_t>("u8 value"));
+            break;
+        }
+        case GgufType::kI8: {
+            PAGODA_ASSIGN_OR_RETURN(v.i, r.read<int8_t>("i8 value"));
+            break;
+        }
+        case GgufType::kU16: {
+            PAGODA_ASSIGN_OR_RETURN(v.u, r.read<uint16_t>("u16 value"));
+            break;
+        }
+        case GgufType::kI16: {
+            PAGODA_ASSIGN_OR_RETURN(v.i, r.read<int16_t>("i16 value"));
+            break;
+        }
+        case GgufType::kU32: {
+            PAGODA_ASSIGN_OR_RETURN(v.u, r.read<uint32_t>("u32 value"));
+            break;
+        }
+        case GgufType::kI32: {
+            PAGODA_ASSIGN_OR_RETURN(v.i, r.read<int32_t>("i32 value"));
+            break;
+        }
+        case GgufType::kU64: {
+            PAGODA_ASSIGN_OR_RETURN(v.u, r.read<uint64_t>("u64 value"));
+            break;
+        }
+        case GgufType::kI64: {
+            PAGODA_ASSIGN_OR_RETURN(v.i, r.read<int64_t>("i64 value"));
+            break;
+        }
+        case GgufType::kF32: {
+            PAGODA_ASSIGN_OR_RETURN(float f, r.read<float>("f32 value"));
+            v.f = f;
+            break;
+        }
+        case GgufType::kF64: {
+            PAGODA_ASSIGN_OR_RETURN(v.f, r.read<double>("f64 value"));
+            break;
+        }
         case GgufType::kBool: {
             PAGODA_ASSIGN_OR_RETURN(uint8_t b, r.read<uint8_t>("bool value"));
             if (b > 1) {
-                return make_error(ErrorCode::kInvalidFile, "{}: key '{}': bool value {} is not 0 or 1", src,
-                                  key, b);
+                return make_error(ErrorCode::kInvalidFile,
+                                  "{}: key '{}': bool value {} is not 0 or 1", src, key, b);
             }
             v.u = b;
             break;
         }
-        case GgufType::kString: { PAGODA_ASSIGN_OR_RETURN(v.s, r.read_string("string value")); break; }
+        case GgufType::kString: {
+            PAGODA_ASSIGN_OR_RETURN(v.s, r.read_string("string value"));
+            break;
+        }
         case GgufType::kArray: {
             if (depth >= kMaxArrayDepth) {
-                return make_error(ErrorCode::kInvalidFile, "{}: key '{}': arrays nested deeper than {}", src,
-                                  key, kMaxArrayDepth);
+                return make_error(ErrorCode::kInvalidFile,
+                                  "{}: key '{}': arrays nested deeper than {}", src, key,
+                                  kMaxArrayDepth);
             }
             PAGODA_ASSIGN_OR_RETURN(uint32_t et, r.read<uint32_t>("array element type"));
             if (!valid_type(et)) {
                 return make_error(ErrorCode::kInvalidFile,
-                                  "{}: key '{}': unknown array element type {} (allowed 0..12)", src, key, et);
+                                  "{}: key '{}': unknown array element type {} (allowed 0..12)",
+                                  src, key, et);
             }
             PAGODA_ASSIGN_OR_RETURN(uint64_t n, r.read<uint64_t>("array length"));
             v.elem_type = GgufType(et);
             if (n > r.remaining() / min_encoded_size(v.elem_type)) {
-                return make_error(ErrorCode::kInvalidFile,
-                                  "{}: key '{}': array of {} elements cannot fit in the {} bytes left", src,
-                                  key, n, r.remaining());
+                return make_error(
+                    ErrorCode::kInvalidFile,
+                    "{}: key '{}': array of {} elements cannot fit in the {} bytes left", src, key,
+                    n, r.remaining());
             }
             v.array.reserve(size_t(n));
             for (uint64_t k = 0; k < n; ++k) {
-                PAGODA_ASSIGN_OR_RETURN(GgufValue e, read_value(r, v.elem_type, depth + 1, key, src));
+                PAGODA_ASSIGN_OR_RETURN(GgufValue e,
+                                        read_value(r, v.elem_type, depth + 1, key, src));
                 v.array.push_back(std::move(e));
             }
             break;
@@ -131,15 +170,21 @@ Result<GgufValue> read_value(Reader& r, GgufType type, int depth, const std::str
 }  // namespace
 
 const char* gguf_type_name(GgufType t) {
-    static const char* kNames[] = {"u8",  "i8",   "u16",    "i16",   "u32", "i32", "f32",
+    static const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                    "bool", "string", "array", "u64", "i64", "f64"};
     return uint32_t(t) <= 12 ? kNames[uint32_t(t)] : "?";
 }
 
 bool GgufValue::is_integer() const {
     switch (type) {
-        case GgufType::kU8: case GgufType::kI8: case GgufType::kU16: case GgufType::kI16:
-        case GgufType::kU32: case GgufType::kI32: case GgufType::kU64: case GgufType::kI64:
+        case GgufType::kU8:
+        case GgufType::kI8:
+        case GgufType::kU16:
+        case GgufType::kI16:
+        case GgufType::kU32:
+        case GgufType::kI32:
+        case GgufType::kU64:
+        case GgufType::kI64:
         case GgufType::kBool: return true;
         default: return false;
     }
@@ -147,12 +192,17 @@ bool GgufValue::is_integer() const {
 
 std::optional<int64_t> GgufValue::as_int() const {
     switch (type) {
-        case GgufType::kU8: case GgufType::kU16: case GgufType::kU32: case GgufType::kBool:
-            return int64_t(u);
+        case GgufType::kU8:
+        case GgufType::kU16:
+        case GgufType::kU32:
+        case GgufType::kBool: return int64_t(u);
         case GgufType::kU64:
             if (u > uint64_t(std::numeric_limits<int64_t>::max())) return std::nullopt;
             return int64_t(u);
-        case GgufType::kI8: case GgufType::kI16: case GgufType::kI32: case GgufType::kI64: return i;
+        case GgufType::kI8:
+        case GgufType::kI16:
+        case GgufType::kI32:
+        case GgufType::kI64: return i;
         default: return std::nullopt;
     }
 }
@@ -166,10 +216,12 @@ std::optional<double> GgufValue::as_double() const {
 
 std::string GgufValue::to_string(size_t max_items) const {
     switch (type) {
-        case GgufType::kString: return s.size() > 60 ? fmt::format("\"{}...\" ({} bytes)", s.substr(0, 60), s.size())
-                                                     : fmt::format("\"{}\"", s);
+        case GgufType::kString:
+            return s.size() > 60 ? fmt::format("\"{}...\" ({} bytes)", s.substr(0, 60), s.size())
+                                 : fmt::format("\"{}\"", s);
         case GgufType::kBool: return u ? "true" : "false";
-        case GgufType::kF32: case GgufType::kF64: return fmt::format("{}", f);
+        case GgufType::kF32:
+        case GgufType::kF64: return fmt::format("{}", f);
         case GgufType::kU64: return fmt::format("{}", u);
         case GgufType::kArray: {
             std::string out = fmt::format("[{} x {}: ", array.size(), gguf_type_name(elem_type));
@@ -192,32 +244,36 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, const std::stri
 
     PAGODA_ASSIGN_OR_RETURN(uint32_t magic, r.read<uint32_t>("magic"));
     if (magic != kMagic) {
-        return make_error(ErrorCode::kInvalidFile, "{}: not a GGUF file (magic 0x{:08x}, expected 'GGUF')", src,
-                          magic);
+        return make_error(ErrorCode::kInvalidFile,
+                          "{}: not a GGUF file (magic 0x{:08x}, expected 'GGUF')", src, magic);
     }
     PAGODA_ASSIGN_OR_RETURN(g.version_, r.read<uint32_t>("version"));
     if (g.version_ != 2 && g.version_ != 3) {
-        return make_error(ErrorCode::kUnsupported, "{}: GGUF version {} is not supported (allowed: 2, 3)", src,
-                          g.version_);
+        return make_error(ErrorCode::kUnsupported,
+                          "{}: GGUF version {} is not supported (allowed: 2, 3)", src, g.version_);
     }
     PAGODA_ASSIGN_OR_RETURN(uint64_t n_tensors, r.read<uint64_t>("tensor count"));
     PAGODA_ASSIGN_OR_RETURN(uint64_t n_kv, r.read<uint64_t>("metadata count"));
     // Each KV takes at least 8 (key length) + 4 (type) + 1 bytes; each tensor 8 + 4 + 8 + 4 + 8.
     if (n_kv > r.remaining() / 13) {
-        return make_error(ErrorCode::kInvalidFile, "{}: truncated or corrupt: metadata count {} cannot fit in a {}-byte file", src, n_kv,
-                          bytes.size());
+        return make_error(
+            ErrorCode::kInvalidFile,
+            "{}: truncated or corrupt: metadata count {} cannot fit in a {}-byte file", src, n_kv,
+            bytes.size());
     }
     if (n_tensors > r.remaining() / 32) {
-        return make_error(ErrorCode::kInvalidFile, "{}: truncated or corrupt: tensor count {} cannot fit in a {}-byte file", src,
-                          n_tensors, bytes.size());
+        return make_error(ErrorCode::kInvalidFile,
+                          "{}: truncated or corrupt: tensor count {} cannot fit in a {}-byte file",
+                          src, n_tensors, bytes.size());
     }
 
     for (uint64_t k = 0; k < n_kv; ++k) {
         PAGODA_ASSIGN_OR_RETURN(std::string key, r.read_string("metadata key"));
         PAGODA_ASSIGN_OR_RETURN(uint32_t t, r.read<uint32_t>("metadata type"));
         if (!valid_type(t)) {
-            return make_error(ErrorCode::kInvalidFile, "{}: key '{}' has unknown value type {} (allowed 0..12)",
-                              src, key, t);
+            return make_error(ErrorCode::kInvalidFile,
+                              "{}: key '{}' has unknown value type {} (allowed 0..12)", src, key,
+                              t);
         }
         PAGODA_ASSIGN_OR_RETURN(GgufValue v, read_value(r, GgufType(t), 0, key, src));
         if (g.kv_index_.count(key)) {
@@ -231,8 +287,8 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, const std::stri
         auto al = a->as_int();
         if (!al || *al <= 0 || (*al & (*al - 1)) != 0 || *al > 65536) {
             return make_error(ErrorCode::kInvalidFile,
-                              "{}: general.alignment must be a power of two up to 65536, got {}", src,
-                              a->to_string());
+                              "{}: general.alignment must be a power of two up to 65536, got {}",
+                              src, a->to_string());
         }
         g.alignment_ = uint64_t(*al);
     }
@@ -242,15 +298,17 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, const std::stri
         PAGODA_ASSIGN_OR_RETURN(t.name, r.read_string("tensor name"));
         PAGODA_ASSIGN_OR_RETURN(uint32_t nd, r.read<uint32_t>("tensor dimension count"));
         if (nd == 0 || nd > kMaxDims) {
-            return make_error(ErrorCode::kInvalidFile, "{}: tensor '{}' has {} dimensions (allowed 1..{})", src,
-                              t.name, nd, kMaxDims);
+            return make_error(ErrorCode::kInvalidFile,
+                              "{}: tensor '{}' has {} dimensions (allowed 1..{})", src, t.name, nd,
+                              kMaxDims);
         }
         t.num_elems = 1;
         for (uint32_t d = 0; d < nd; ++d) {
             PAGODA_ASSIGN_OR_RETURN(uint64_t dim, r.read<uint64_t>("tensor dimension"));
             if (dim == 0 || dim > (uint64_t(1) << 40) || t.num_elems > (uint64_t(1) << 50) / dim) {
-                return make_error(ErrorCode::kInvalidFile, "{}: tensor '{}' dimension {} = {} is invalid or overflows",
-                                  src, t.name, d, dim);
+                return make_error(ErrorCode::kInvalidFile,
+                                  "{}: tensor '{}' dimension {} = {} is invalid or overflows", src,
+                                  t.name, d, dim);
             }
             t.num_elems *= dim;
             t.dims.push_back(dim);
@@ -258,23 +316,26 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, const std::stri
         PAGODA_ASSIGN_OR_RETURN(uint32_t type, r.read<uint32_t>("tensor type"));
         auto traits = tensor_type_traits(type);
         if (!traits) {
-            return make_error(ErrorCode::kUnsupported, "{}: tensor '{}' has unknown tensor type id {}", src, t.name,
-                              type);
+            return make_error(ErrorCode::kUnsupported,
+                              "{}: tensor '{}' has unknown tensor type id {}", src, t.name, type);
         }
         t.type = TensorType(type);
         if (t.dims[0] % traits->block_elems != 0) {
-            return make_error(ErrorCode::kInvalidFile,
-                              "{}: tensor '{}' row length {} is not a multiple of the {} block size {}", src,
-                              t.name, t.dims[0], traits->name, traits->block_elems);
+            return make_error(
+                ErrorCode::kInvalidFile,
+                "{}: tensor '{}' row length {} is not a multiple of the {} block size {}", src,
+                t.name, t.dims[0], traits->name, traits->block_elems);
         }
         t.num_bytes = t.num_elems / traits->block_elems * traits->block_bytes;
         PAGODA_ASSIGN_OR_RETURN(t.offset, r.read<uint64_t>("tensor offset"));
         if (t.offset % g.alignment_ != 0) {
-            return make_error(ErrorCode::kInvalidFile, "{}: tensor '{}' offset {} is not aligned to {}", src,
-                              t.name, t.offset, g.alignment_);
+            return make_error(ErrorCode::kInvalidFile,
+                              "{}: tensor '{}' offset {} is not aligned to {}", src, t.name,
+                              t.offset, g.alignment_);
         }
         if (g.tensor_index_.count(t.name)) {
-            return make_error(ErrorCode::kInvalidFile, "{}: duplicate tensor name '{}'", src, t.name);
+            return make_error(ErrorCode::kInvalidFile, "{}: duplicate tensor name '{}'", src,
+                              t.name);
         }
         g.tensor_index_[t.name] = g.tensors_.size();
         g.tensors_.push_back(std::move(t));
@@ -285,9 +346,10 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, const std::stri
     for (auto& t : g.tensors_) {
         if (data_start > bytes.size() || t.offset > bytes.size() - data_start ||
             t.num_bytes > bytes.size() - data_start - t.offset) {
-            return make_error(ErrorCode::kInvalidFile,
-                              "{}: tensor '{}' data [{}, +{}) lies outside the {}-byte file (truncated?)", src,
-                              t.name, data_start + t.offset, t.num_bytes, bytes.size());
+            return make_error(
+                ErrorCode::kInvalidFile,
+                "{}: tensor '{}' data [{}, +{}) lies outside the {}-byte file (truncated?)", src,
+                t.name, data_start + t.offset, t.num_bytes, bytes.size());
         }
         t.data = bytes.subspan(size_t(data_start + t.offset), size_t(t.num_bytes));
     }
@@ -308,8 +370,8 @@ Result<std::string> GgufFile::get_string(const std::string& key) const {
     const GgufValue* v = find(key);
     if (!v) return make_error(ErrorCode::kNotFound, "{}: missing metadata key '{}'", source_, key);
     if (v->type != GgufType::kString) {
-        return make_error(ErrorCode::kInvalidFile, "{}: key '{}' should be a string, is {}", source_, key,
-                          gguf_type_name(v->type));
+        return make_error(ErrorCode::kInvalidFile, "{}: key '{}' should be a string, is {}",
+                          source_, key, gguf_type_name(v->type));
     }
     return v->s;
 }
@@ -319,8 +381,8 @@ Result<int64_t> GgufFile::get_int(const std::string& key) const {
     if (!v) return make_error(ErrorCode::kNotFound, "{}: missing metadata key '{}'", source_, key);
     auto i = v->as_int();
     if (!i) {
-        return make_error(ErrorCode::kInvalidFile, "{}: key '{}' should be an integer, is {}", source_, key,
-                          gguf_type_name(v->type));
+        return make_error(ErrorCode::kInvalidFile, "{}: key '{}' should be an integer, is {}",
+                          source_, key, gguf_type_name(v->type));
     }
     return *i;
 }
@@ -330,8 +392,8 @@ Result<double> GgufFile::get_float(const std::string& key) const {
     if (!v) return make_error(ErrorCode::kNotFound, "{}: missing metadata key '{}'", source_, key);
     auto d = v->as_double();
     if (!d) {
-        return make_error(ErrorCode::kInvalidFile, "{}: key '{}' should be a number, is {}", source_, key,
-                          gguf_type_name(v->type));
+        return make_error(ErrorCode::kInvalidFile, "{}: key '{}' should be a number, is {}",
+                          source_, key, gguf_type_name(v->type));
     }
     return *d;
 }

@@ -38,10 +38,10 @@ const char* gguf_type_name(GgufType t);
 // `elem_type` naming the element type (nested arrays are arrays of arrays).
 struct GgufValue {
     GgufType type = GgufType::kU8;
-    uint64_t u = 0;   // unsigned integers and bool
-    int64_t i = 0;    // signed integers
-    double f = 0.0;   // f32/f64
-    std::string s;    // string
+    uint64_t u = 0;  // unsigned integers and bool
+    int64_t i = 0;   // signed integers
+    double f = 0.0;  // f32/f64
+    std::string s;   // string
     GgufType elem_type = GgufType::kU8;
     std::vector<GgufValue> array;
 
@@ -57,7 +57,7 @@ struct GgufTensorInfo {
     std::string name;
     std::vector<uint64_t> dims;  // ggml order: dims[0] is the contiguous (row) dimension
     TensorType type = TensorType::kF32;
-    uint64_t offset = 0;    // relative to the data section
+    uint64_t offset = 0;  // relative to the data section
     uint64_t num_elems = 0;
     uint64_t num_bytes = 0;
     std::span<const uint8_t> data;  // inside the file

@@ -121,7 +121,8 @@ TEST(Gguf, RejectsUnknownTensorType) {
     bytes[type_pos] = 200;
     auto g = GgufFile::parse(bytes, "f");
     ASSERT_FALSE(g.ok());
-    EXPECT_NE(g.error().message.find("unknown tensor type id 200"), std::string::npos) << g.error().message;
+    EXPECT_NE(g.error().message.find("unknown tensor type id 200"), std::string::npos)
+        << g.error().message;
 }
 
 TEST(TensorType, ParsesNames) {

@@ -116,12 +116,14 @@ void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vecto
     uint64_t n = 1;
     for (auto d : dims) n *= d;
     PAGODA_CHECK(dims[0] % tr->block_elems == 0) << name;
-    PAGODA_CHECK(data.size() == n / tr->block_elems * tr->block_bytes) << name << " size " << data.size();
+    PAGODA_CHECK(data.size() == n / tr->block_elems * tr->block_bytes)
+        << name << " size " << data.size();
     const size_t nb = data.size();
     tensors_.push_back(Tensor{name, type, std::move(dims), std::move(data), {}, nb});
 }
 
-void GgufWriter::add_tensor_lazy(const std::string& name, TensorType type, std::vector<uint64_t> dims, Fill fill) {
+void GgufWriter::add_tensor_lazy(const std::string& name, TensorType type,
+                                 std::vector<uint64_t> dims, Fill fill) {
     auto tr = tensor_type_traits(uint32_t(type));
     PAGODA_CHECK(tr.has_value()) << "unknown type";
     uint64_t n = 1;
@@ -174,7 +176,8 @@ std::vector<uint8_t> GgufWriter::serialize() const {
     return out;
 }
 
-Status GgufWriter::write(const std::string& path, const std::function<void(size_t, size_t)>& progress) const {
+Status GgufWriter::write(const std::string& path,
+                         const std::function<void(size_t, size_t)>& progress) const {
     std::vector<uint64_t> offsets;
     const std::vector<uint8_t> head = header(offsets);
     std::FILE* f = std::fopen(path.c_str(), "wb");
@@ -196,7 +199,8 @@ Status GgufWriter::write(const std::string& path, const std::function<void(size_
         if (progress) progress(done, size_t(offsets.back()));
     }
     const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed) return make_error(ErrorCode::kIo, "cannot write '{}': {}", path, std::strerror(errno));
+    if (!ok || !closed)
+        return make_error(ErrorCode::kIo, "cannot write '{}': {}", path, std::strerror(errno));
     return ok_status();
 }
 

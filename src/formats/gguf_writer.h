@@ -29,12 +29,14 @@ class GgufWriter {
     // A tensor whose bytes are produced by `fill` while writing (out has the type's byte
     // size), so multi-gigabyte files never sit in memory whole.
     using Fill = std::function<void(uint8_t* out, size_t num_bytes)>;
-    void add_tensor_lazy(const std::string& name, TensorType type, std::vector<uint64_t> dims, Fill fill);
+    void add_tensor_lazy(const std::string& name, TensorType type, std::vector<uint64_t> dims,
+                         Fill fill);
 
     std::vector<uint8_t> serialize() const;
     // Streams the file: header, then each tensor's bytes in turn. `progress` (may be
     // empty) is called after each tensor with (done, total) bytes.
-    Status write(const std::string& path, const std::function<void(size_t, size_t)>& progress = {}) const;
+    Status write(const std::string& path,
+                 const std::function<void(size_t, size_t)>& progress = {}) const;
 
   private:
     struct Tensor {
@@ -42,7 +44,7 @@ class GgufWriter {
         TensorType type;
         std::vector<uint64_t> dims;
         std::vector<uint8_t> data;
-        Fill fill;        // used when data is empty
+        Fill fill;  // used when data is empty
         size_t num_bytes;
     };
     std::vector<uint8_t> header(std::vector<uint64_t>& offsets) const;

@@ -1,11 +1,10 @@
 // The only translation unit that includes Boost.Beast for the client side.
 #include "http/client.h"
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
-#include <atomic>
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -33,15 +32,19 @@ Result<Url> parse_url(std::string_view url) {
     Url u;
     std::string_view rest = url;
     if (rest.starts_with("https://")) {
-        return make_error(ErrorCode::kUnsupported, "'{}': https is not supported; use http:// (TLS belongs in a proxy)", url);
+        return make_error(ErrorCode::kUnsupported,
+                          "'{}': https is not supported; use http:// (TLS belongs in a proxy)",
+                          url);
     }
     if (!rest.starts_with("http://")) {
-        return make_error(ErrorCode::kInvalidArgument, "'{}' is not a URL of the form http://host[:port][/path]", url);
+        return make_error(ErrorCode::kInvalidArgument,
+                          "'{}' is not a URL of the form http://host[:port][/path]", url);
     }
     rest.remove_prefix(7);
     size_t slash = rest.find('/');
     std::string_view authority = rest.substr(0, slash);
-    std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash);
+    std::string_view path =
+        slash == std::string_view::npos ? std::string_view{} : rest.substr(slash);
     while (!path.empty() && path.back() == '/') path.remove_suffix(1);
     if (authority.empty()) {
         return make_error(ErrorCode::kInvalidArgument, "'{}' has no host", url);
@@ -50,15 +53,17 @@ Result<Url> parse_url(std::string_view url) {
     if (colon != std::string_view::npos && authority.find(']', colon) == std::string_view::npos) {
         u.host = std::string(authority.substr(0, colon));
         u.port = std::string(authority.substr(colon + 1));
-        if (u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos || u.port.size() > 5 ||
-            std::stoi(u.port) > 65535 || std::stoi(u.port) == 0) {
-            return make_error(ErrorCode::kInvalidArgument, "'{}': port must be a number from 1 to 65535", url);
+        if (u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos ||
+            u.port.size() > 5 || std::stoi(u.port) > 65535 || std::stoi(u.port) == 0) {
+            return make_error(ErrorCode::kInvalidArgument,
+                              "'{}': port must be a number from 1 to 65535", url);
         }
     } else {
         u.host = std::string(authority);
         u.port = "80";
     }
-    if (u.host.size() > 2 && u.host.front() == '[' && u.host.back() == ']') u.host = u.host.substr(1, u.host.size() - 2);
+    if (u.host.size() > 2 && u.host.front() == '[' && u.host.back() == ']')
+        u.host = u.host.substr(1, u.host.size() - 2);
     if (u.host.empty()) return make_error(ErrorCode::kInvalidArgument, "'{}' has no host", url);
     u.base_path = std::string(path);
     return u;
@@ -115,8 +120,10 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                     try {
                         s = co_await connect();
                     } catch (const boost::system::system_error& e) {
-                        err.kind = e.code() == beast::error::timeout ? ClientError::Kind::kTimeout : ClientError::Kind::kConnect;
-                        err.message = fmt::format("cannot connect to {}:{}: {}", url.host, url.port, e.code().message());
+                        err.kind = e.code() == beast::error::timeout ? ClientError::Kind::kTimeout
+                                                                     : ClientError::Kind::kConnect;
+                        err.message = fmt::format("cannot connect to {}:{}: {}", url.host, url.port,
+                                                  e.code().message());
                         failed = true;
                         break;
                     }
@@ -124,7 +131,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                 try {
                     parser.emplace();
                     parser->body_limit(boost::none);
-                    s->expires_after(std::chrono::milliseconds(int64_t(opts.read_timeout_s * 1000)));
+                    s->expires_after(
+                        std::chrono::milliseconds(int64_t(opts.read_timeout_s * 1000)));
                     co_await bhttp::async_write(*s, hreq, asio::use_awaitable);
                     if (cb.on_sent) cb.on_sent();
                     co_await bhttp::async_read_header(*s, buf, *parser, asio::use_awaitable);
@@ -144,9 +152,12 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                 while (!parser->is_done()) {
                     parser->get().body().data = tmp;
                     parser->get().body().size = sizeof(tmp);
-                    s->expires_after(std::chrono::milliseconds(int64_t(opts.read_timeout_s * 1000)));
-                    auto [ec, n] = co_await bhttp::async_read_some(*s, buf, *parser, asio::as_tuple(asio::use_awaitable));
-                    if (ec && ec != bhttp::error::need_buffer) throw boost::system::system_error(ec);
+                    s->expires_after(
+                        std::chrono::milliseconds(int64_t(opts.read_timeout_s * 1000)));
+                    auto [ec, n] = co_await bhttp::async_read_some(
+                        *s, buf, *parser, asio::as_tuple(asio::use_awaitable));
+                    if (ec && ec != bhttp::error::need_buffer)
+                        throw boost::system::system_error(ec);
                     size_t got = sizeof(tmp) - parser->get().body().size;
                     if (got > 0 && cb.on_body) cb.on_body(std::string_view(tmp, got));
                 }
@@ -157,9 +168,11 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
             }
         } catch (const boost::system::system_error& e) {
             failed = true;
-            err.kind = e.code() == beast::error::timeout                                  ? ClientError::Kind::kTimeout
-                       : e.code().category() == bhttp::make_error_code(bhttp::error::bad_version).category() ? ClientError::Kind::kProtocol
-                                                                                             : ClientError::Kind::kIo;
+            err.kind = e.code() == beast::error::timeout ? ClientError::Kind::kTimeout
+                       : e.code().category() ==
+                               bhttp::make_error_code(bhttp::error::bad_version).category()
+                           ? ClientError::Kind::kProtocol
+                           : ClientError::Kind::kIo;
             if (e.code() == beast::error::timeout) {
                 err.message = fmt::format("no answer within {} s", opts.read_timeout_s);
             } else if (e.code() == bhttp::error::end_of_stream || e.code() == asio::error::eof ||

@@ -44,9 +44,9 @@ const char* client_error_kind_name(ClientError::Kind kind);
 
 // Callbacks run on the client's I/O thread and must not block.
 struct ClientCallbacks {
-    std::function<void()> on_sent;                   // the request has been written
-    std::function<void(int status)> on_status;       // the response header arrived
-    std::function<void(std::string_view)> on_body;   // body bytes, as they arrive
+    std::function<void()> on_sent;                    // the request has been written
+    std::function<void(int status)> on_status;        // the response header arrived
+    std::function<void(std::string_view)> on_body;    // body bytes, as they arrive
     std::function<void(const ClientError*)> on_done;  // exactly once; null = complete
 };
 
@@ -64,7 +64,8 @@ struct ClientResponse {
 class Client {
   public:
     ~Client();  // aborts what is in flight and joins the I/O thread
-    static Result<std::unique_ptr<Client>> create(std::string_view base_url, ClientOptions opts = {});
+    static Result<std::unique_ptr<Client>> create(std::string_view base_url,
+                                                  ClientOptions opts = {});
     const Url& url() const;
     // Thread-safe; returns at once.
     void start(ClientRequest req, ClientCallbacks cb);

@@ -4,7 +4,6 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -48,8 +47,8 @@ std::string json_escape(std::string_view s) {
 Response error_response(int status, std::string_view message, std::string_view type) {
     Response r;
     r.status = status;
-    r.body = fmt::format(R"({{"error":{{"message":"{}","type":"{}","param":null,"code":{}}}}})", json_escape(message), type,
-                         status);
+    r.body = fmt::format(R"({{"error":{{"message":"{}","type":"{}","param":null,"code":{}}}}})",
+                         json_escape(message), type, status);
     return r;
 }
 
@@ -57,7 +56,8 @@ const char* reason(int status) {
     return bhttp::obsolete_reason(static_cast<bhttp::status>(status)).data();
 }
 
-asio::awaitable<bool> write_full(beast::tcp_stream& stream, const Response& r, bool keep_alive, unsigned version) {
+asio::awaitable<bool> write_full(beast::tcp_stream& stream, const Response& r, bool keep_alive,
+                                 unsigned version) {
     bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(r.status), version};
     res.set(bhttp::field::server, "pagoda");
     res.set(bhttp::field::content_type, r.content_type);
@@ -128,10 +128,12 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             ex_,
             [self, watch, &stream]() -> asio::awaitable<void> {
                 char b[256];
-                auto [ec, n] = co_await stream.socket().async_read_some(asio::buffer(b), asio::as_tuple(asio::use_awaitable));
+                auto [ec, n] = co_await stream.socket().async_read_some(
+                    asio::buffer(b), asio::as_tuple(asio::use_awaitable));
                 watch->done = true;
                 if (!ec) {
-                    watch->got_data = true;  // pipelined request: served by a new connection instead
+                    watch->got_data =
+                        true;  // pipelined request: served by a new connection instead
                 } else if (!watch->stopping) {
                     self->mark_disconnected();
                 }
@@ -162,25 +164,30 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             for (Item& it : batch) {
                 boost::system::error_code ec;
                 if (it.kind == Item::kFull) {
-                    ok = co_await write_full(stream, it.full, keep_alive && !watch->got_data, version);
+                    ok = co_await write_full(stream, it.full, keep_alive && !watch->got_data,
+                                             version);
                     complete = true;
                 } else if (it.kind == Item::kHead) {
-                    std::string head = fmt::format("HTTP/1.1 {} {}\r\nServer: pagoda\r\nContent-Type: {}\r\n"
-                                                   "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n",
-                                                   it.full.status, reason(it.full.status), it.full.content_type);
+                    std::string head = fmt::format(
+                        "HTTP/1.1 {} {}\r\nServer: pagoda\r\nContent-Type: {}\r\n"
+                        "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n",
+                        it.full.status, reason(it.full.status), it.full.content_type);
                     for (const auto& [k, v] : it.full.headers) head += k + ": " + v + "\r\n";
-                    head += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-                    std::tie(ec, std::ignore) =
-                        co_await asio::async_write(stream, asio::buffer(head), asio::as_tuple(asio::use_awaitable));
+                    head +=
+                        keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+                    std::tie(ec, std::ignore) = co_await asio::async_write(
+                        stream, asio::buffer(head), asio::as_tuple(asio::use_awaitable));
                     streaming = true;
                 } else if (it.kind == Item::kChunk && streaming) {
-                    const std::string framed = fmt::format("{:x}\r\n", it.data.size()) + it.data + "\r\n";
-                    std::tie(ec, std::ignore) =
-                        co_await asio::async_write(stream, asio::buffer(framed), asio::as_tuple(asio::use_awaitable));
+                    const std::string framed =
+                        fmt::format("{:x}\r\n", it.data.size()) + it.data + "\r\n";
+                    std::tie(ec, std::ignore) = co_await asio::async_write(
+                        stream, asio::buffer(framed), asio::as_tuple(asio::use_awaitable));
                 } else if (it.kind == Item::kFinish) {
                     if (streaming) {
-                        std::tie(ec, std::ignore) = co_await asio::async_write(stream, asio::buffer("0\r\n\r\n", 5),
-                                                                              asio::as_tuple(asio::use_awaitable));
+                        std::tie(ec, std::ignore) =
+                            co_await asio::async_write(stream, asio::buffer("0\r\n\r\n", 5),
+                                                       asio::as_tuple(asio::use_awaitable));
                     }
                     complete = true;
                 }
@@ -208,7 +215,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 timer_.expires_at(asio::steady_timer::time_point::max());
             }
         }
-        co_return ok && keep_alive && !watch->got_data;
+        co_return ok&& keep_alive && !watch->got_data;
     }
 
   private:
@@ -279,23 +286,29 @@ struct Server::Impl {
             bhttp::request_parser<bhttp::string_body> parser;
             parser.body_limit(opts.max_body_bytes);
             stream.expires_after(std::chrono::seconds(opts.idle_timeout_s));
-            auto [ec, n] = co_await bhttp::async_read(stream, buf, parser, asio::as_tuple(asio::use_awaitable));
+            auto [ec, n] = co_await bhttp::async_read(stream, buf, parser,
+                                                      asio::as_tuple(asio::use_awaitable));
             stream.expires_never();
             if (ec == bhttp::error::body_limit) {
-                co_await write_full(stream,
-                                    error_response(413, fmt::format("request body larger than {} bytes", opts.max_body_bytes),
-                                                   "invalid_request_error"),
-                                    false, 11);
+                co_await write_full(
+                    stream,
+                    error_response(
+                        413, fmt::format("request body larger than {} bytes", opts.max_body_bytes),
+                        "invalid_request_error"),
+                    false, 11);
                 break;
             }
-            if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-                ec == beast::error::timeout || ec == asio::error::operation_aborted) {
+            if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+                ec == asio::error::connection_reset || ec == beast::error::timeout ||
+                ec == asio::error::operation_aborted) {
                 break;
             }
             if (ec) {
-                co_await write_full(stream, error_response(400, fmt::format("malformed HTTP request: {}", ec.message()),
-                                                           "invalid_request_error"),
-                                    false, 11);
+                co_await write_full(
+                    stream,
+                    error_response(400, fmt::format("malformed HTTP request: {}", ec.message()),
+                                   "invalid_request_error"),
+                    false, 11);
                 break;
             }
             auto& req = parser.get();
@@ -357,16 +370,21 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& opts, Handler
     im.handler = std::move(handler);
     boost::system::error_code ec;
     const auto addr = asio::ip::make_address(opts.host, ec);
-    if (ec) return make_error(ErrorCode::kInvalidArgument, "--host '{}' is not an IP address: {}", opts.host, ec.message());
+    if (ec)
+        return make_error(ErrorCode::kInvalidArgument, "--host '{}' is not an IP address: {}",
+                          opts.host, ec.message());
     if (opts.port < 0 || opts.port > 65535) {
-        return make_error(ErrorCode::kInvalidArgument, "--port must be in [0, 65535], got {}", opts.port);
+        return make_error(ErrorCode::kInvalidArgument, "--port must be in [0, 65535], got {}",
+                          opts.port);
     }
     const tcp::endpoint ep(addr, static_cast<unsigned short>(opts.port));
     im.acceptor.open(ep.protocol(), ec);
     if (!ec) im.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) im.acceptor.bind(ep, ec);
     if (!ec) im.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) return make_error(ErrorCode::kIo, "cannot listen on {}:{}: {}", opts.host, opts.port, ec.message());
+    if (ec)
+        return make_error(ErrorCode::kIo, "cannot listen on {}:{}: {}", opts.host, opts.port,
+                          ec.message());
     im.port = im.acceptor.local_endpoint().port();
     asio::co_spawn(im.io, im.accept_loop(), asio::detached);
     im.thread = std::thread([&im] { im.io.run(); });

@@ -27,7 +27,7 @@ struct Request {
     std::string path;    // target without the query
     std::string body;
     std::vector<std::pair<std::string, std::string>> headers;  // names lower-case
-    std::string remote;  // peer address
+    std::string remote;                                        // peer address
 
     std::string_view header(std::string_view lower_name) const;
 };
@@ -73,9 +73,9 @@ using Handler = std::function<Reply(const Request&)>;
 
 struct ServerOptions {
     std::string host = "127.0.0.1";
-    int port = 8000;                    // 0 = any free port (see Server::port())
-    size_t max_body_bytes = 8u << 20;   // larger bodies get 413
-    int idle_timeout_s = 120;           // keep-alive connections idle this long are closed
+    int port = 8000;                   // 0 = any free port (see Server::port())
+    size_t max_body_bytes = 8u << 20;  // larger bodies get 413
+    int idle_timeout_s = 120;          // keep-alive connections idle this long are closed
 };
 
 class Server {

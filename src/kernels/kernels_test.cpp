@@ -1,11 +1,10 @@
 // Every optimised kernel against its reference, at a stated tolerance.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <random>
 #include <thread>
-
-#include <omp.h>
 
 #include "base/half.h"
 #include "kernels/cpu/ops.h"
@@ -45,7 +44,8 @@ std::vector<uint8_t> make_weights(TensorType t, int64_t rows, int64_t cols, uint
         case TensorType::kBF16: {
             out.resize(f.size() * 2);
             auto* p = reinterpret_cast<uint16_t*>(out.data());
-            for (size_t i = 0; i < f.size(); ++i) p[i] = t == TensorType::kF16 ? float_to_fp16(f[i]) : float_to_bf16(f[i]);
+            for (size_t i = 0; i < f.size(); ++i)
+                p[i] = t == TensorType::kF16 ? float_to_fp16(f[i]) : float_to_bf16(f[i]);
             break;
         }
         case TensorType::kQ8_0:
@@ -75,21 +75,26 @@ class MatmulVsRef : public ::testing::TestWithParam<std::tuple<TensorType, int>>
 // half (the tail rows are padding that must not be written), and activation row counts
 // around the kernel's 6-row pass.
 TEST(Kernels, QuantPortableAndVnniPathsAgree) {
-    for (auto [type, rows] : {std::pair{TensorType::kQ8_0, 40}, {TensorType::kQ8_0, 16}, {TensorType::kQ8_0, 70},
-                              {TensorType::kQ4_0, 40}, {TensorType::kQ4_0, 70}}) {
+    for (auto [type, rows] : {std::pair{TensorType::kQ8_0, 40},
+                              {TensorType::kQ8_0, 16},
+                              {TensorType::kQ8_0, 70},
+                              {TensorType::kQ4_0, 40},
+                              {TensorType::kQ4_0, 70}}) {
         SCOPED_TRACE(formats::tensor_type_name(type));
         const int64_t cols = 32 * 7;
         const auto wbytes = make_weights(type, rows, cols, 5);
         const WeightView w{type, rows, cols, wbytes.data()};
         for (int m : {1, 3, 6, 7, 13}) {
             const auto x = randn(size_t(m * cols), 6);
-            std::vector<float> want(size_t(m * rows)), fast(want.size() + 64, -7.0f), portable(want.size());
+            std::vector<float> want(size_t(m * rows)), fast(want.size() + 64, -7.0f),
+                portable(want.size());
             ref::matmul(w, x.data(), m, want.data());
             cpu::matmul(w, x.data(), m, fast.data());
             cpu::set_force_portable_kernels(true);
             cpu::matmul(w, x.data(), m, portable.data());
             cpu::set_force_portable_kernels(false);
-            for (size_t i = want.size(); i < fast.size(); ++i) ASSERT_EQ(fast[i], -7.0f) << "wrote past y, rows " << rows;
+            for (size_t i = want.size(); i < fast.size(); ++i)
+                ASSERT_EQ(fast[i], -7.0f) << "wrote past y, rows " << rows;
             fast.resize(want.size());
             EXPECT_LT(rel_err(fast, want), 2e-2) << rows << "x" << m;
             EXPECT_LT(rel_err(portable, want), 2e-2) << rows << "x" << m;
@@ -135,23 +140,26 @@ TEST_P(MatmulRowInvariance, RowsIndependentOfBatch) {
         auto mm = cpu::QuantMatmul::create(w);
         ASSERT_TRUE(mm.ok());
         (*mm)->run(x.data(), m, batched.data());
-        for (int i = 0; i < m; ++i) (*mm)->run(x.data() + size_t(i) * cols, 1, single.data() + size_t(i) * rows);
+        for (int i = 0; i < m; ++i)
+            (*mm)->run(x.data() + size_t(i) * cols, 1, single.data() + size_t(i) * rows);
     } else {
         auto mm = cpu::DenseMatmul::create(w);
         ASSERT_TRUE(mm.ok());
         (*mm)->run(x.data(), m, batched.data());
-        for (int i = 0; i < m; ++i) (*mm)->run(x.data() + size_t(i) * cols, 1, single.data() + size_t(i) * rows);
+        for (int i = 0; i < m; ++i)
+            (*mm)->run(x.data() + size_t(i) * cols, 1, single.data() + size_t(i) * rows);
     }
     for (size_t i = 0; i < batched.size(); ++i) ASSERT_EQ(batched[i], single[i]) << "element " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulRowInvariance,
-                         ::testing::Values(TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
-                                           TensorType::kQ4_0));
+                         ::testing::Values(TensorType::kF32, TensorType::kF16, TensorType::kBF16,
+                                           TensorType::kQ8_0, TensorType::kQ4_0));
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulVsRef,
-                         ::testing::Combine(::testing::Values(TensorType::kF32, TensorType::kF16, TensorType::kBF16,
-                                                              TensorType::kQ8_0, TensorType::kQ4_0),
+                         ::testing::Combine(::testing::Values(TensorType::kF32, TensorType::kF16,
+                                                              TensorType::kBF16, TensorType::kQ8_0,
+                                                              TensorType::kQ4_0),
                                             ::testing::Values(1, 3, 17)));
 
 TEST(Kernels, ElementwiseMatchReference) {
@@ -169,16 +177,22 @@ TEST(Kernels, ElementwiseMatchReference) {
     ref::softmax(a.data(), n);
     cpu::softmax(b.data(), n);
     EXPECT_LT(rel_err(b, a), 1e-5);
-    EXPECT_NEAR(cpu::sum_f32(x.data(), n), [&] {
-        double s = 0;
-        for (int i = 0; i < n; ++i) s += x[size_t(i)];
-        return s;
-    }(), 1e-4);
-    EXPECT_NEAR(cpu::dot_f32(x.data(), w.data(), n), [&] {
-        double s = 0;
-        for (int i = 0; i < n; ++i) s += double(x[size_t(i)]) * w[size_t(i)];
-        return s;
-    }(), 1e-4);
+    EXPECT_NEAR(
+        cpu::sum_f32(x.data(), n),
+        [&] {
+            double s = 0;
+            for (int i = 0; i < n; ++i) s += x[size_t(i)];
+            return s;
+        }(),
+        1e-4);
+    EXPECT_NEAR(
+        cpu::dot_f32(x.data(), w.data(), n),
+        [&] {
+            double s = 0;
+            for (int i = 0; i < n; ++i) s += double(x[size_t(i)]) * w[size_t(i)];
+            return s;
+        }(),
+        1e-4);
 }
 
 TEST(Kernels, QuantizeQ8MatchesReferenceQuantizer) {
@@ -191,7 +205,8 @@ TEST(Kernels, QuantizeQ8MatchesReferenceQuantizer) {
     for (int b = 0; b < 9; ++b) {
         const auto* blk = reinterpret_cast<const formats::BlockQ8_0*>(want.data()) + b;
         EXPECT_NEAR(d[size_t(b)], fp16_to_float(blk->d), 1e-3f * d[size_t(b)]);
-        for (int j = 0; j < 32; ++j) EXPECT_NEAR(q[size_t(b * 32 + j)], blk->qs[j], 1) << b << " " << j;
+        for (int j = 0; j < 32; ++j)
+            EXPECT_NEAR(q[size_t(b * 32 + j)], blk->qs[j], 1) << b << " " << j;
     }
 }
 
@@ -211,15 +226,21 @@ TEST(Kernels, RopeMatchesReference) {
 TEST(Kernels, AttentionHelpersEqualDotAndAxpyExactly) {
     for (int hd : {64, 128, 40, 8}) {
         for (int n : {1, 3, 4, 7, 16, 17}) {
-            const auto q = randn(size_t(hd), 21), k = randn(size_t(n * hd), 22), p = randn(size_t(n), 23);
-            std::vector<float> scores(static_cast<size_t>(n)), out = randn(size_t(hd), 24), want_out = out;
+            const auto q = randn(size_t(hd), 21), k = randn(size_t(n * hd), 22),
+                       p = randn(size_t(n), 23);
+            std::vector<float> scores(static_cast<size_t>(n)), out = randn(size_t(hd), 24),
+                                                               want_out = out;
             cpu::score_rows(q.data(), k.data(), n, hd, 0.125f, scores.data());
             for (int s = 0; s < n; ++s) {
-                ASSERT_EQ(scores[size_t(s)], cpu::dot_f32(q.data(), k.data() + size_t(s * hd), hd) * 0.125f) << hd << " " << n << " " << s;
+                ASSERT_EQ(scores[size_t(s)],
+                          cpu::dot_f32(q.data(), k.data() + size_t(s * hd), hd) * 0.125f)
+                    << hd << " " << n << " " << s;
             }
             cpu::weighted_rows(p.data(), k.data(), n, hd, out.data());
-            for (int s = 0; s < n; ++s) cpu::axpy_f32(p[size_t(s)], k.data() + size_t(s * hd), want_out.data(), hd);
-            for (int i = 0; i < hd; ++i) ASSERT_EQ(out[size_t(i)], want_out[size_t(i)]) << hd << " " << n << " " << i;
+            for (int s = 0; s < n; ++s)
+                cpu::axpy_f32(p[size_t(s)], k.data() + size_t(s * hd), want_out.data(), hd);
+            for (int i = 0; i < hd; ++i)
+                ASSERT_EQ(out[size_t(i)], want_out[size_t(i)]) << hd << " " << n << " " << i;
         }
     }
 }
@@ -241,7 +262,8 @@ TEST_P(AttentionVsRef, Matches) {
     const int len0 = std::min(37, (n_blocks / 2) * bs), len1 = std::min(90, (n_blocks / 2) * bs);
     auto krow = randn(size_t(kvh * hd), 1);
     for (int p = 0; p < len1; ++p) {
-        auto k = randn(size_t(kvh * hd), uint32_t(100 + p)), v = randn(size_t(kvh * hd), uint32_t(900 + p));
+        auto k = randn(size_t(kvh * hd), uint32_t(100 + p)),
+             v = randn(size_t(kvh * hd), uint32_t(900 + p));
         if (p < len0) cpu::kv_write(kv, bt0.data(), p, k.data(), v.data());
         cpu::kv_write(kv, bt1.data(), p, k.data(), v.data());
     }
@@ -250,13 +272,15 @@ TEST_P(AttentionVsRef, Matches) {
     const auto q = randn(size_t(6 * heads * hd), 3);
     std::vector<float> want(q.size()), got(q.size());
     ref::paged_attention(kv, shape, seqs[0], q.data(), want.data());
-    ref::paged_attention(kv, shape, seqs[1], q.data() + 5 * heads * hd, want.data() + 5 * heads * hd);
+    ref::paged_attention(kv, shape, seqs[1], q.data() + 5 * heads * hd,
+                         want.data() + 5 * heads * hd);
     cpu::paged_attention_batch(kv, shape, seqs, {0, 5}, q.data(), got.data());
     EXPECT_LT(rel_err(got, want), 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, AttentionVsRef,
-                         ::testing::Combine(::testing::Values(KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16),
+                         ::testing::Combine(::testing::Values(KvDtype::kF32, KvDtype::kF16,
+                                                              KvDtype::kBF16),
                                             ::testing::Values(8, 16, 48, 128)));
 
 // OpenMP keeps the thread count per thread: --threads set on the main thread must reach

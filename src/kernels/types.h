@@ -48,19 +48,19 @@ struct AttentionSeq {
 };
 
 struct AttentionShape {
-    int num_heads = 0;     // query heads; num_heads % kv.num_kv_heads == 0 (GQA)
-    float scale = 1.0f;    // usually 1/sqrt(head_dim)
-    int q_stride = 0;      // floats between query rows
-    int out_stride = 0;    // floats between output rows
+    int num_heads = 0;   // query heads; num_heads % kv.num_kv_heads == 0 (GQA)
+    float scale = 1.0f;  // usually 1/sqrt(head_dim)
+    int q_stride = 0;    // floats between query rows
+    int out_stride = 0;  // floats between output rows
 };
 
 enum class RopeStyle { kNormal, kNeox };  // adjacent pairs (GGUF llama) or half-split (NeoX)
 
 struct RopeParams {
     RopeStyle style = RopeStyle::kNormal;
-    int rot_dim = 0;          // leading dims of each head that rotate
+    int rot_dim = 0;  // leading dims of each head that rotate
     float freq_base = 10000.0f;
-    float freq_scale = 1.0f;  // linear scaling: positions multiplied by this
+    float freq_scale = 1.0f;              // linear scaling: positions multiplied by this
     const float* freq_factors = nullptr;  // optional [rot_dim/2] divisors (Llama 3.1 rope_freqs)
 };
 

@@ -148,7 +148,8 @@ int64_t BlockManager::blocks_to_grow(SeqId id, int64_t num_tokens, int64_t write
     return n;
 }
 
-void BlockManager::grow(SeqId id, int64_t num_tokens, int64_t write_from, std::vector<BlockCopy>* copies) {
+void BlockManager::grow(SeqId id, int64_t num_tokens, int64_t write_from,
+                        std::vector<BlockCopy>* copies) {
     Seq& s = seq(id);
     for (size_t i = size_t(write_from / block_size_); i < s.table.size(); ++i) {
         const int32_t old = s.table[i];
@@ -168,7 +169,8 @@ void BlockManager::publish(SeqId id, std::span<const int32_t> tokens, int64_t co
     const int64_t full = std::min<int64_t>(computed, int64_t(tokens.size())) / block_size_;
     for (int64_t i = int64_t(s.hashes.size()); i < full && i < int64_t(s.table.size()); ++i) {
         const BlockHash parent = i == 0 ? 0 : s.hashes[size_t(i - 1)];
-        const BlockHash h = hash_block(parent, tokens.subspan(size_t(i * block_size_), size_t(block_size_)), s.salt);
+        const BlockHash h = hash_block(
+            parent, tokens.subspan(size_t(i * block_size_), size_t(block_size_)), s.salt);
         s.hashes.push_back(h);
         Block& blk = blocks_[size_t(s.table[size_t(i)])];
         if (blk.hashed || cache_.count(h) != 0) continue;  // an equal block is already cached
@@ -228,7 +230,8 @@ BlockStats BlockManager::stats() const {
         if (st.length_histogram.size() <= bucket) st.length_histogram.resize(bucket + 1, 0);
         ++st.length_histogram[bucket];
     }
-    st.internal_waste = st.allocated_slots == 0 ? 0.0 : 1.0 - double(st.filled_slots) / double(st.allocated_slots);
+    st.internal_waste =
+        st.allocated_slots == 0 ? 0.0 : 1.0 - double(st.filled_slots) / double(st.allocated_slots);
     st.prefix_queries = queries_;
     st.prefix_hits = hits_;
     st.evictions = evictions_;
@@ -260,7 +263,8 @@ bool BlockManager::consistent() const {
             if (it == cache_.end() || it->second != int32_t(b)) return false;
         }
     }
-    return cache_.size() == size_t(std::count_if(blocks_.begin(), blocks_.end(), [](const Block& x) { return x.hashed; }));
+    return cache_.size() == size_t(std::count_if(blocks_.begin(), blocks_.end(),
+                                                 [](const Block& x) { return x.hashed; }));
 }
 
 }  // namespace pagoda::kvcache

@@ -34,23 +34,24 @@ struct BlockCopy {
 
 struct BlockStats {
     int64_t total = 0, used = 0, free = 0, cached = 0;
-    double usage = 0.0;              // used / total
-    int64_t allocated_slots = 0;     // block slots owned by sequences (a shared block counts per owner)
-    int64_t filled_slots = 0;        // slots holding a token
-    double internal_waste = 0.0;     // 1 - filled / allocated (0 when nothing is allocated)
+    double usage = 0.0;  // used / total
+    int64_t allocated_slots =
+        0;                     // block slots owned by sequences (a shared block counts per owner)
+    int64_t filled_slots = 0;  // slots holding a token
+    double internal_waste = 0.0;  // 1 - filled / allocated (0 when nothing is allocated)
     int64_t num_seqs = 0;
     // Sequence lengths in blocks: bucket i counts sequences with length in [2^i, 2^(i+1))
     // blocks (bucket 0 also holds empty sequences).
     std::vector<int64_t> length_histogram;
-    int64_t prefix_queries = 0;      // full prompt blocks looked up
-    int64_t prefix_hits = 0;         // of which found in the cache
+    int64_t prefix_queries = 0;  // full prompt blocks looked up
+    int64_t prefix_hits = 0;     // of which found in the cache
     int64_t evictions = 0;
 };
 
 struct AllocationCheck {
     bool fits = false;
-    int64_t new_blocks = 0;      // blocks that would be taken from free/evictable
-    int32_t cached_tokens = 0;   // prompt tokens that would come from the prefix cache
+    int64_t new_blocks = 0;     // blocks that would be taken from free/evictable
+    int32_t cached_tokens = 0;  // prompt tokens that would come from the prefix cache
 };
 
 class BlockManager {
@@ -67,7 +68,8 @@ class BlockManager {
     // Admission of a sequence whose first `tokens.size()` tokens must be held. Looks up the
     // prefix cache (at most tokens.size() - 1 tokens can hit: the last one is always
     // computed so there are logits to sample from) and keeps `watermark_blocks` free.
-    AllocationCheck check_allocate(std::span<const int32_t> tokens, uint64_t salt, int64_t watermark_blocks) const;
+    AllocationCheck check_allocate(std::span<const int32_t> tokens, uint64_t salt,
+                                   int64_t watermark_blocks) const;
     // Commits: takes the prefix hits and fresh blocks for all tokens. Returns cached tokens.
     // Counts prefix queries and hits. The caller has checked that it fits.
     int32_t allocate(SeqId seq, std::span<const int32_t> tokens, uint64_t salt);
@@ -114,10 +116,10 @@ class BlockManager {
         uint64_t salt = 0;
     };
 
-    int32_t take_fresh();                 // from the free list, else evicts the LRU cached block
-    void acquire(int32_t b);              // ref++ (leaves the LRU list when it was cached)
+    int32_t take_fresh();     // from the free list, else evicts the LRU cached block
+    void acquire(int32_t b);  // ref++ (leaves the LRU list when it was cached)
     void release(int32_t b);
-    int32_t lookup(BlockHash h) const;    // block id or -1
+    int32_t lookup(BlockHash h) const;  // block id or -1
     Seq& seq(SeqId id);
 
     int block_size_;

@@ -162,7 +162,8 @@ RC_GTEST_PROP(BlockManagerProperty, BlocksConserved, ()) {
         if (kind == 0 || live.empty()) {  // admit
             const int n = *rc::gen::inRange(1, 30);
             // Few distinct token values so that prefixes repeat.
-            auto toks = *rc::gen::container<std::vector<int32_t>>(size_t(n), rc::gen::inRange(0, 2));
+            auto toks =
+                *rc::gen::container<std::vector<int32_t>>(size_t(n), rc::gen::inRange(0, 2));
             const auto c = bm.check_allocate(toks, 0, 0);
             const auto before = bm.stats();
             RC_ASSERT(before.free + before.used + before.cached == total);

@@ -11,12 +11,16 @@ Status KvCacheConfig::validate() const {
     bool ok = false;
     for (int b : kAllowedBlockSizes) ok = ok || b == block_size;
     if (!ok) {
-        return make_error(ErrorCode::kInvalidArgument, "block size {} is not allowed (allowed: 8, 16, 32, 48, 64, 128)",
+        return make_error(ErrorCode::kInvalidArgument,
+                          "block size {} is not allowed (allowed: 8, 16, 32, 48, 64, 128)",
                           block_size);
     }
-    if (num_blocks < 0) return make_error(ErrorCode::kInvalidArgument, "num_blocks must be >= 0, got {}", num_blocks);
+    if (num_blocks < 0)
+        return make_error(ErrorCode::kInvalidArgument, "num_blocks must be >= 0, got {}",
+                          num_blocks);
     if (num_blocks == 0 && memory_bytes <= 0) {
-        return make_error(ErrorCode::kInvalidArgument, "KV cache memory must be > 0 bytes, got {}", memory_bytes);
+        return make_error(ErrorCode::kInvalidArgument, "KV cache memory must be > 0 bytes, got {}",
+                          memory_bytes);
     }
     return ok_status();
 }
@@ -25,7 +29,8 @@ Result<KvDtype> parse_kv_dtype(const std::string& s) {
     if (s == "f32" || s == "float32" || s == "auto") return KvDtype::kF32;
     if (s == "f16" || s == "fp16" || s == "float16") return KvDtype::kF16;
     if (s == "bf16" || s == "bfloat16") return KvDtype::kBF16;
-    return make_error(ErrorCode::kInvalidArgument, "KV cache dtype '{}' is not supported (allowed: f32, f16, bf16)", s);
+    return make_error(ErrorCode::kInvalidArgument,
+                      "KV cache dtype '{}' is not supported (allowed: f32, f16, bf16)", s);
 }
 
 const char* kv_dtype_name(KvDtype t) {
@@ -38,11 +43,12 @@ const char* kv_dtype_name(KvDtype t) {
 }
 
 size_t KvPool::bytes_per_block() const {
-    return size_t(2) * size_t(num_layers_) * size_t(num_kv_heads_) * size_t(cfg_.block_size) * size_t(head_dim_) *
-           kernels::kv_dtype_bytes(cfg_.dtype);
+    return size_t(2) * size_t(num_layers_) * size_t(num_kv_heads_) * size_t(cfg_.block_size) *
+           size_t(head_dim_) * kernels::kv_dtype_bytes(cfg_.dtype);
 }
 
-Result<KvPool> KvPool::create(const KvCacheConfig& cfg, int num_layers, int num_kv_heads, int head_dim) {
+Result<KvPool> KvPool::create(const KvCacheConfig& cfg, int num_layers, int num_kv_heads,
+                              int head_dim) {
     PAGODA_TRY(cfg.validate());
     KvPool p;
     p.cfg_ = cfg;
@@ -50,10 +56,12 @@ Result<KvPool> KvPool::create(const KvCacheConfig& cfg, int num_layers, int num_
     p.num_kv_heads_ = num_kv_heads;
     p.head_dim_ = head_dim;
     const size_t per_block = p.bytes_per_block();
-    p.num_blocks_ = cfg.num_blocks > 0 ? cfg.num_blocks : int64_t(size_t(cfg.memory_bytes) / per_block);
+    p.num_blocks_ =
+        cfg.num_blocks > 0 ? cfg.num_blocks : int64_t(size_t(cfg.memory_bytes) / per_block);
     if (p.num_blocks_ < 1) {
         return make_error(ErrorCode::kInvalidArgument,
-                          "KV cache memory {} bytes holds no block of {} bytes (block size {}); raise --kv-cache-memory",
+                          "KV cache memory {} bytes holds no block of {} bytes (block size {}); "
+                          "raise --kv-cache-memory",
                           cfg.memory_bytes, per_block, cfg.block_size);
     }
     auto mem = HugeBuffer::allocate(per_block * size_t(p.num_blocks_));
@@ -66,16 +74,19 @@ kernels::PagedKv KvPool::layer(int l) const {
     PAGODA_CHECK(l >= 0 && l < num_layers_) << l;
     const size_t pool_bytes = bytes_per_block() / size_t(2 * num_layers_) * size_t(num_blocks_);
     uint8_t* base = memory_.data() + size_t(2 * l) * pool_bytes;
-    return kernels::PagedKv{base, base + pool_bytes, cfg_.dtype, cfg_.block_size, num_kv_heads_, head_dim_};
+    return kernels::PagedKv{base,          base + pool_bytes, cfg_.dtype, cfg_.block_size,
+                            num_kv_heads_, head_dim_};
 }
 
 void KvPool::copy_block(int32_t src, int32_t dst) {
-    PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_) << src << " " << dst;
+    PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_)
+        << src << " " << dst;
     const size_t block_bytes = bytes_per_block() / size_t(2 * num_layers_);
     const size_t pool_bytes = block_bytes * size_t(num_blocks_);
     for (int p = 0; p < 2 * num_layers_; ++p) {
         uint8_t* base = memory_.data() + size_t(p) * pool_bytes;
-        std::memcpy(base + size_t(dst) * block_bytes, base + size_t(src) * block_bytes, block_bytes);
+        std::memcpy(base + size_t(dst) * block_bytes, base + size_t(src) * block_bytes,
+                    block_bytes);
     }
 }
 

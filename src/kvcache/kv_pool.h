@@ -20,10 +20,10 @@ using kernels::KvDtype;
 inline constexpr int kAllowedBlockSizes[] = {8, 16, 32, 48, 64, 128};
 
 struct KvCacheConfig {
-    int block_size = 16;                  // token slots per block
-    KvDtype dtype = KvDtype::kF32;        // storage type of K and V
-    int64_t num_blocks = 0;               // 0: derive from memory_bytes
-    int64_t memory_bytes = 256ll << 20;   // budget when num_blocks == 0
+    int block_size = 16;                 // token slots per block
+    KvDtype dtype = KvDtype::kF32;       // storage type of K and V
+    int64_t num_blocks = 0;              // 0: derive from memory_bytes
+    int64_t memory_bytes = 256ll << 20;  // budget when num_blocks == 0
 
     Status validate() const;
 };
@@ -33,7 +33,8 @@ const char* kv_dtype_name(KvDtype t);
 
 class KvPool {
   public:
-    static Result<KvPool> create(const KvCacheConfig& cfg, int num_layers, int num_kv_heads, int head_dim);
+    static Result<KvPool> create(const KvCacheConfig& cfg, int num_layers, int num_kv_heads,
+                                 int head_dim);
 
     int block_size() const { return cfg_.block_size; }
     int64_t num_blocks() const { return num_blocks_; }

@@ -1,14 +1,17 @@
 #include "metrics/metrics.h"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 namespace pagoda::metrics {
 
-Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1) {}
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1) {}
 
 void Histogram::observe(double v) {
-    if (!(v >= 0.0)) v = 0.0;  // NaN and negatives count as 0 (all our observations are durations or counts)
+    if (!(v >= 0.0))
+        v = 0.0;  // NaN and negatives count as 0 (all our observations are durations or counts)
     size_t i = 0;
     while (i < bounds_.size() && v > bounds_[i]) ++i;
     counts_[i].fetch_add(1, std::memory_order_relaxed);
@@ -45,7 +48,8 @@ std::string escape_label(std::string_view v) {
 }
 
 namespace {
-std::string label_text(const Labels& labels, std::string_view extra_key = {}, std::string_view extra_value = {}) {
+std::string label_text(const Labels& labels, std::string_view extra_key = {},
+                       std::string_view extra_value = {}) {
     if (labels.empty() && extra_key.empty()) return "";
     std::string s = "{";
     bool first = true;
@@ -80,9 +84,11 @@ void TextWriter::sample(std::string_view name, const Labels& labels, double valu
 void TextWriter::histogram(std::string_view name, const Labels& labels, const Histogram& h) {
     const auto s = h.snapshot();
     for (size_t i = 0; i < h.bounds().size(); ++i) {
-        out_ += fmt::format("{}_bucket{} {}\n", name, label_text(labels, "le", number(h.bounds()[i])), s.cumulative[i]);
+        out_ += fmt::format("{}_bucket{} {}\n", name,
+                            label_text(labels, "le", number(h.bounds()[i])), s.cumulative[i]);
     }
-    out_ += fmt::format("{}_bucket{} {}\n", name, label_text(labels, "le", "+Inf"), s.cumulative.back());
+    out_ += fmt::format("{}_bucket{} {}\n", name, label_text(labels, "le", "+Inf"),
+                        s.cumulative.back());
     out_ += fmt::format("{}_sum{} {}\n", name, label_text(labels), number(s.sum));
     out_ += fmt::format("{}_count{} {}\n", name, label_text(labels), s.count);
 }

@@ -3,8 +3,9 @@
 namespace pagoda::model {
 namespace {
 const std::vector<const Architecture*>& all() {
-    static const std::vector<const Architecture*> v = {&llama_architecture(), &mistral_architecture(),
-                                                        &qwen2_architecture(), &qwen3_architecture()};
+    static const std::vector<const Architecture*> v = {
+        &llama_architecture(), &mistral_architecture(), &qwen2_architecture(),
+        &qwen3_architecture()};
     return v;
 }
 }  // namespace

@@ -11,11 +11,11 @@
 namespace pagoda::model {
 
 struct Architecture {
-    std::string name;                 // general.architecture value
-    std::string description;          // for `model info` and errors
+    std::string name;         // general.architecture value
+    std::string description;  // for `model info` and errors
     kernels::RopeStyle rope_style = kernels::RopeStyle::kNormal;
-    bool qkv_bias = false;            // attn_{q,k,v}.bias present
-    bool qk_norm = false;             // attn_{q,k}_norm.weight per head
+    bool qkv_bias = false;  // attn_{q,k,v}.bias present
+    bool qk_norm = false;   // attn_{q,k}_norm.weight per head
 };
 
 const Architecture& llama_architecture();

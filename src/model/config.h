@@ -13,13 +13,13 @@
 namespace pagoda::model {
 
 struct ModelConfig {
-    std::string arch;        // general.architecture
-    std::string name;        // general.name
+    std::string arch;  // general.architecture
+    std::string name;  // general.name
     int num_layers = 0;
-    int dim = 0;             // embedding width
+    int dim = 0;  // embedding width
     int num_heads = 0;
     int num_kv_heads = 0;
-    int head_dim = 0;        // per head (key_length, default dim / num_heads)
+    int head_dim = 0;  // per head (key_length, default dim / num_heads)
     int ffn_dim = 0;
     int vocab_size = 0;      // rows of token_embd
     int context_length = 0;  // trained context

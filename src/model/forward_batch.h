@@ -10,14 +10,14 @@
 namespace pagoda::model {
 
 struct SeqSpan {
-    int32_t token_start = 0;   // first row of this sequence in token_ids
-    int32_t num_tokens = 0;    // rows this step (a prefill chunk, or 1 for a decode)
-    int32_t pos_start = 0;     // position of the first row = tokens already in the cache
+    int32_t token_start = 0;  // first row of this sequence in token_ids
+    int32_t num_tokens = 0;   // rows this step (a prefill chunk, or 1 for a decode)
+    int32_t pos_start = 0;    // position of the first row = tokens already in the cache
     std::span<const int32_t> block_table;  // covers positions 0 .. pos_start + num_tokens - 1
 };
 
 struct ForwardBatch {
-    std::vector<int32_t> token_ids;    // [num_tokens]
+    std::vector<int32_t> token_ids;  // [num_tokens]
     std::vector<SeqSpan> seqs;
     std::vector<int32_t> logits_rows;  // rows of token_ids whose logits are returned, in order
 

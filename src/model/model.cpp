@@ -1,9 +1,9 @@
 #include "model/model.h"
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <thread>
-#include <cstring>
 
 #include "base/log.h"
 #include "kernels/cpu/ops.h"
@@ -43,7 +43,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, LoadOptions 
     return on_transient_thread([&] { return load_on_this_thread(path, opts); });
 }
 
-Result<std::unique_ptr<Model>> Model::load_on_this_thread(const std::string& path, LoadOptions opts) {
+Result<std::unique_ptr<Model>> Model::load_on_this_thread(const std::string& path,
+                                                          LoadOptions opts) {
     std::unique_ptr<Model> m(new Model());
     PAGODA_ASSIGN_OR_RETURN(OpenedGguf o, open_gguf(path));
     m->file_ = std::move(o.file);
@@ -54,13 +55,14 @@ Result<std::unique_ptr<Model>> Model::load_on_this_thread(const std::string& pat
     if (!m->arch_) {
         std::string known;
         for (const auto& n : architecture_names()) known += (known.empty() ? "" : ", ") + n;
-        return make_error(ErrorCode::kUnsupported, "{}: architecture '{}' is not supported (supported: {})", path, arch,
+        return make_error(ErrorCode::kUnsupported,
+                          "{}: architecture '{}' is not supported (supported: {})", path, arch,
                           known);
     }
     PAGODA_ASSIGN_OR_RETURN(m->cfg_, read_config(g, arch));
     if (g.tensors().empty()) {
-        return make_error(ErrorCode::kInvalidFile, "{}: the file has no tensors (a vocab-only file cannot generate)",
-                          path);
+        return make_error(ErrorCode::kInvalidFile,
+                          "{}: the file has no tensors (a vocab-only file cannot generate)", path);
     }
     PAGODA_ASSIGN_OR_RETURN(m->weights_, Weights::load(g, *m->arch_, m->cfg_, opts.pack));
     if (!m->weights_.rope_freqs.empty()) m->cfg_.rope.freq_factors = m->weights_.rope_freqs.data();
@@ -70,7 +72,8 @@ Result<std::unique_ptr<Model>> Model::load_on_this_thread(const std::string& pat
     }
     PAGODA_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(g));
     if (tok.vocab().size() > m->cfg_.vocab_size) {
-        return make_error(ErrorCode::kInvalidFile, "{}: tokenizer has {} tokens but the embedding only {} rows", path,
+        return make_error(ErrorCode::kInvalidFile,
+                          "{}: tokenizer has {} tokens but the embedding only {} rows", path,
                           tok.vocab().size(), m->cfg_.vocab_size);
     }
     m->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
@@ -79,7 +82,8 @@ Result<std::unique_ptr<Model>> Model::load_on_this_thread(const std::string& pat
 
 void Model::embed(const ForwardBatch& b, float* x) const {
     for (int32_t t = 0; t < b.num_tokens(); ++t) {
-        kernels::ref::dequantize_row(weights_.token_embd, b.token_ids[size_t(t)], x + size_t(t) * size_t(cfg_.dim));
+        kernels::ref::dequantize_row(weights_.token_embd, b.token_ids[size_t(t)],
+                                     x + size_t(t) * size_t(cfg_.dim));
     }
 }
 
@@ -87,38 +91,44 @@ Status Model::check_batch(const ForwardBatch& b, int block_size) const {
     int32_t covered = 0;
     for (const SeqSpan& s : b.seqs) {
         if (s.token_start != covered || s.num_tokens <= 0) {
-            return make_error(ErrorCode::kInvalidArgument, "forward: sequence spans must tile the batch in order");
+            return make_error(ErrorCode::kInvalidArgument,
+                              "forward: sequence spans must tile the batch in order");
         }
         covered += s.num_tokens;
         const int64_t need = (int64_t(s.pos_start) + s.num_tokens + block_size - 1) / block_size;
         if (int64_t(s.block_table.size()) < need) {
-            return make_error(ErrorCode::kInvalidArgument, "forward: block table has {} blocks, {} needed",
-                              s.block_table.size(), need);
+            return make_error(ErrorCode::kInvalidArgument,
+                              "forward: block table has {} blocks, {} needed", s.block_table.size(),
+                              need);
         }
         if (s.pos_start + s.num_tokens > cfg_.context_length) {
-            return make_error(ErrorCode::kOutOfRange, "forward: position {} exceeds the context length {}",
+            return make_error(ErrorCode::kOutOfRange,
+                              "forward: position {} exceeds the context length {}",
                               s.pos_start + s.num_tokens, cfg_.context_length);
         }
     }
     if (covered != b.num_tokens()) {
-        return make_error(ErrorCode::kInvalidArgument, "forward: spans cover {} of {} tokens", covered, b.num_tokens());
+        return make_error(ErrorCode::kInvalidArgument, "forward: spans cover {} of {} tokens",
+                          covered, b.num_tokens());
     }
     for (int32_t id : b.token_ids) {
         if (id < 0 || id >= cfg_.vocab_size) {
-            return make_error(ErrorCode::kInvalidArgument, "forward: token id {} outside vocabulary of {}", id,
-                              cfg_.vocab_size);
+            return make_error(ErrorCode::kInvalidArgument,
+                              "forward: token id {} outside vocabulary of {}", id, cfg_.vocab_size);
         }
     }
     for (int32_t r : b.logits_rows) {
         if (r < 0 || r >= b.num_tokens()) {
-            return make_error(ErrorCode::kInvalidArgument, "forward: logits row {} outside batch", r);
+            return make_error(ErrorCode::kInvalidArgument, "forward: logits row {} outside batch",
+                              r);
         }
     }
     return ok_status();
 }
 
 int Model::prepare_kernels(int max_tokens, int max_logits_rows) {
-    return on_transient_thread([&] { return prepare_kernels_on_this_thread(max_tokens, max_logits_rows); });
+    return on_transient_thread(
+        [&] { return prepare_kernels_on_this_thread(max_tokens, max_logits_rows); });
 }
 
 int Model::prepare_kernels_on_this_thread(int max_tokens, int max_logits_rows) {
@@ -127,16 +137,20 @@ int Model::prepare_kernels_on_this_thread(int max_tokens, int max_logits_rows) {
         if (l.dense) n += l.dense->prepare(m);
     };
     for (const LayerWeights& L : weights_.layers) {
-        for (const Linear* l : {&L.wq, &L.wk, &L.wv, &L.wo, &L.qkv, &L.gate_up, &L.w_gate, &L.w_up, &L.w_down}) prep(*l, max_tokens);
+        for (const Linear* l :
+             {&L.wq, &L.wk, &L.wv, &L.wo, &L.qkv, &L.gate_up, &L.w_gate, &L.w_up, &L.w_down})
+            prep(*l, max_tokens);
     }
     prep(weights_.output, max_logits_rows);
     return n;
 }
 
-Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vector<float>& logits) {
+Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv,
+                      std::vector<float>& logits) {
     PAGODA_TRY(check_batch(b, kv.block_size()));
     const int T = b.num_tokens();
-    const int D = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.ffn_dim, HD = cfg_.head_dim;
+    const int D = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.ffn_dim,
+              HD = cfg_.head_dim;
     auto grow = [](std::vector<float>& v, size_t n) {
         if (v.size() < n) v.resize(n);
     };
@@ -175,7 +189,8 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vec
         // 2. Attention block: norm, Q/K/V projections.
 #pragma omp parallel for schedule(static) if (T > 1)
         for (int t = 0; t < T; ++t) {
-            kernels::cpu::rmsnorm(x + size_t(t) * D, L.attn_norm.data(), D, cfg_.rms_eps, h + size_t(t) * D);
+            kernels::cpu::rmsnorm(x + size_t(t) * D, L.attn_norm.data(), D, cfg_.rms_eps,
+                                  h + size_t(t) * D);
         }
         if (L.qkv.packed()) {  // one fused matmul, then split the rows into q, k, v
             const int W = QD + 2 * KVD;
@@ -198,13 +213,17 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vec
             float* qt = q + size_t(t) * QD;
             float* kt = k + size_t(t) * KVD;
             if (cfg_.qk_norm) {
-                for (int hh = 0; hh < cfg_.num_heads; ++hh) kernels::cpu::rmsnorm(qt + hh * HD, L.q_norm.data(), HD, cfg_.rms_eps, qt + hh * HD);
-                for (int hh = 0; hh < cfg_.num_kv_heads; ++hh) kernels::cpu::rmsnorm(kt + hh * HD, L.k_norm.data(), HD, cfg_.rms_eps, kt + hh * HD);
+                for (int hh = 0; hh < cfg_.num_heads; ++hh)
+                    kernels::cpu::rmsnorm(qt + hh * HD, L.q_norm.data(), HD, cfg_.rms_eps,
+                                          qt + hh * HD);
+                for (int hh = 0; hh < cfg_.num_kv_heads; ++hh)
+                    kernels::cpu::rmsnorm(kt + hh * HD, L.k_norm.data(), HD, cfg_.rms_eps,
+                                          kt + hh * HD);
             }
             kernels::cpu::rope(qt, cfg_.num_heads, HD, pos[size_t(t)], cfg_.rope);
             kernels::cpu::rope(kt, cfg_.num_kv_heads, HD, pos[size_t(t)], cfg_.rope);
-            kernels::cpu::kv_write(pkv, b.seqs[size_t(seq_of[size_t(t)])].block_table.data(), pos[size_t(t)], kt,
-                                   v + size_t(t) * KVD);
+            kernels::cpu::kv_write(pkv, b.seqs[size_t(seq_of[size_t(t)])].block_table.data(),
+                                   pos[size_t(t)], kt, v + size_t(t) * KVD);
         }
         // 4. Causal attention over each sequence's blocks, output projection, residual.
         kernels::cpu::paged_attention_batch(pkv, ashape, aseqs, row_offsets, q, s_.att.data());
@@ -212,7 +231,8 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vec
 #pragma omp parallel for schedule(static) if (T > 1)
         for (int t = 0; t < T; ++t) {
             kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
-            kernels::cpu::rmsnorm(x + size_t(t) * D, L.ffn_norm.data(), D, cfg_.rms_eps, h + size_t(t) * D);
+            kernels::cpu::rmsnorm(x + size_t(t) * D, L.ffn_norm.data(), D, cfg_.rms_eps,
+                                  h + size_t(t) * D);
         }
         // 5. SwiGLU feed-forward and residual.
         if (L.gate_up.packed()) {  // fused [gate | up] rows
@@ -228,19 +248,20 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vec
             L.w_up.forward(h, T, s_.up.data());
 #pragma omp parallel for schedule(static) if (T > 1)
             for (int t = 0; t < T; ++t) {
-                kernels::cpu::swiglu(s_.gate.data() + size_t(t) * F, s_.up.data() + size_t(t) * F, F,
-                                     s_.gate.data() + size_t(t) * F);
+                kernels::cpu::swiglu(s_.gate.data() + size_t(t) * F, s_.up.data() + size_t(t) * F,
+                                     F, s_.gate.data() + size_t(t) * F);
             }
         }
         L.w_down.forward(s_.gate.data(), T, s_.o.data());
 #pragma omp parallel for schedule(static) if (T > 1)
-        for (int t = 0; t < T; ++t) kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
+        for (int t = 0; t < T; ++t)
+            kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
     }
     // 6. Final norm and logits, only for the rows asked for.
     const int R = int(b.logits_rows.size());
     for (int r = 0; r < R; ++r) {
-        kernels::cpu::rmsnorm(x + size_t(b.logits_rows[size_t(r)]) * D, weights_.output_norm.data(), D, cfg_.rms_eps,
-                              h + size_t(r) * D);
+        kernels::cpu::rmsnorm(x + size_t(b.logits_rows[size_t(r)]) * D, weights_.output_norm.data(),
+                              D, cfg_.rms_eps, h + size_t(r) * D);
     }
     logits.resize(size_t(R) * size_t(cfg_.vocab_size));
     if (R > 0) weights_.output.forward(h, R, logits.data());

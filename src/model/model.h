@@ -29,7 +29,8 @@ class Model {
 
     // Runs the batch: writes K/V for every row through `kv`, returns logits for
     // batch.logits_rows into `logits` ([rows][vocab_size], resized here).
-    Status forward(const ForwardBatch& batch, const kvcache::KvView& kv, std::vector<float>& logits);
+    Status forward(const ForwardBatch& batch, const kvcache::KvView& kv,
+                   std::vector<float>& logits);
 
     // Warmup: creates the matmul primitives for every batch bucket up to max_tokens rows
     // (logits rows up to max_logits_rows), so no request pays for their creation.
@@ -46,7 +47,8 @@ class Model {
   private:
     Model() = default;
     // load() and prepare_kernels() run these on a thread of their own (see model.cpp).
-    static Result<std::unique_ptr<Model>> load_on_this_thread(const std::string& path, LoadOptions opts);
+    static Result<std::unique_ptr<Model>> load_on_this_thread(const std::string& path,
+                                                              LoadOptions opts);
     int prepare_kernels_on_this_thread(int max_tokens, int max_logits_rows);
     void embed(const ForwardBatch& b, float* x) const;
     Status check_batch(const ForwardBatch& b, int block_size) const;

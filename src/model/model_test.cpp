@@ -9,7 +9,6 @@
 #include "formats/gguf_writer.h"
 #include "model/reference.h"
 #include "model/test_model.h"
-
 #include "testdata/stories260k_golden.h"
 
 namespace pagoda::model {
@@ -32,10 +31,12 @@ TEST(Model, ReferenceForwardAgreesOnStories260K) {
 }
 
 std::string write_model(const std::string& shape, formats::TensorType type, uint64_t seed) {
-    const std::string path = ::testing::TempDir() + "/pagoda_" + shape + "_" + std::to_string(seed) + ".gguf";
+    const std::string path =
+        ::testing::TempDir() + "/pagoda_" + shape + "_" + std::to_string(seed) + ".gguf";
     auto s = find_shape(shape);
     EXPECT_TRUE(s.ok());
-    auto st = write_test_model({.shape = *s, .dtype = type, .seed = seed, .vocab_path = kStories, .output_path = path});
+    auto st = write_test_model(
+        {.shape = *s, .dtype = type, .seed = seed, .vocab_path = kStories, .output_path = path});
     EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
     return path;
 }
@@ -57,8 +58,9 @@ void check_paged_matches_reference(const std::string& shape, int block_size) {
     auto m = Model::load(path);
     ASSERT_TRUE(m.ok()) << m.error().message;
     Model& model = **m;
-    auto pool = kvcache::KvPool::create({.block_size = block_size, .num_blocks = 64}, model.config().num_layers,
-                                        model.config().num_kv_heads, model.config().head_dim);
+    auto pool = kvcache::KvPool::create({.block_size = block_size, .num_blocks = 64},
+                                        model.config().num_layers, model.config().num_kv_heads,
+                                        model.config().head_dim);
     ASSERT_TRUE(pool.ok()) << pool.error().message;
     const kvcache::KvView view(*pool);
     std::vector<int32_t> free_blocks(64);
@@ -123,12 +125,15 @@ TEST_P(PagedVsReference, LogitsMatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BlockSizes, PagedVsReference,
-                         ::testing::Combine(::testing::Values("tiny-gqa"), ::testing::Values(8, 16, 32, 48, 64, 128)));
+                         ::testing::Combine(::testing::Values("tiny-gqa"),
+                                            ::testing::Values(8, 16, 32, 48, 64, 128)));
 INSTANTIATE_TEST_SUITE_P(Architectures, PagedVsReference,
-                         ::testing::Combine(::testing::Values("tiny-qwen2", "tiny-qwen3"), ::testing::Values(16)));
+                         ::testing::Combine(::testing::Values("tiny-qwen2", "tiny-qwen3"),
+                                            ::testing::Values(16)));
 
 TEST(Model, QuantizedModelsStayCloseToReference) {
-    for (auto type : {formats::TensorType::kBF16, formats::TensorType::kQ8_0, formats::TensorType::kQ4_0}) {
+    for (auto type :
+         {formats::TensorType::kBF16, formats::TensorType::kQ8_0, formats::TensorType::kQ4_0}) {
         const std::string path = write_model("tiny-gqa", type, 3);
         auto m = Model::load(path);
         ASSERT_TRUE(m.ok()) << m.error().message;
@@ -152,7 +157,8 @@ TEST(Model, RejectsUnknownArchitectureAndTensorType) {
     ASSERT_TRUE(w.write(p1).ok());
     auto m = Model::load(p1);
     ASSERT_FALSE(m.ok());
-    EXPECT_NE(m.error().message.find("architecture 'gpt-j' is not supported"), std::string::npos) << m.error().message;
+    EXPECT_NE(m.error().message.find("architecture 'gpt-j' is not supported"), std::string::npos)
+        << m.error().message;
 
     // A Q4_K tensor: known to GGUF, not computed yet.
     const std::string good = write_model("tiny-gqa", formats::TensorType::kF32, 5);
@@ -164,16 +170,19 @@ TEST(Model, RejectsUnknownArchitectureAndTensorType) {
     for (const auto& [k, v] : g->metadata()) w2.add(k, v);
     for (const auto& t : g->tensors()) {
         if (t.name == "blk.0.ffn_up.weight") {
-            w2.add_tensor(t.name, formats::TensorType::kQ4_K, {256, t.dims[1]}, std::vector<uint8_t>(144 * t.dims[1]));
+            w2.add_tensor(t.name, formats::TensorType::kQ4_K, {256, t.dims[1]},
+                          std::vector<uint8_t>(144 * t.dims[1]));
         } else {
-            w2.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data.begin(), t.data.end()));
+            w2.add_tensor(t.name, t.type, t.dims,
+                          std::vector<uint8_t>(t.data.begin(), t.data.end()));
         }
     }
     const std::string p2 = ::testing::TempDir() + "/pagoda_q4k.gguf";
     ASSERT_TRUE(w2.write(p2).ok());
     m = Model::load(p2);
     ASSERT_FALSE(m.ok());
-    EXPECT_NE(m.error().message.find("'blk.0.ffn_up.weight'"), std::string::npos) << m.error().message;
+    EXPECT_NE(m.error().message.find("'blk.0.ffn_up.weight'"), std::string::npos)
+        << m.error().message;
 }
 
 }  // namespace

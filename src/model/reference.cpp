@@ -20,12 +20,13 @@ std::vector<std::vector<float>> reference_forward(const Model& m, std::span<cons
     const int D = c.dim, QD = c.q_dim(), KVD = c.kv_dim(), F = c.ffn_dim, HD = c.head_dim;
     const int T = int(tokens.size());
     const int group = c.num_heads / c.num_kv_heads;
-    std::vector<std::vector<float>> kcache(size_t(c.num_layers), std::vector<float>(size_t(T) * KVD));
+    std::vector<std::vector<float>> kcache(size_t(c.num_layers),
+                                           std::vector<float>(size_t(T) * KVD));
     std::vector<std::vector<float>> vcache = kcache;
     auto buf = [](int n) { return std::vector<float>(static_cast<size_t>(n)); };
-    std::vector<float> x = buf(D), h = buf(D), q = buf(QD), k = buf(KVD), v = buf(KVD), att = buf(QD), o = buf(D),
-                       g = buf(F), u = buf(F), scores;
-   std::vector<std::vector<float>> out;
+    std::vector<float> x = buf(D), h = buf(D), q = buf(QD), k = buf(KVD), v = buf(KVD),
+                       att = buf(QD), o = buf(D), g = buf(F), u = buf(F), scores;
+    std::vector<std::vector<float>> out;
     for (int p = 0; p < T; ++p) {
         kernels::ref::dequantize_row(w.token_embd, tokens[size_t(p)], x.data());
         for (int l = 0; l < c.num_layers; ++l) {
@@ -35,8 +36,12 @@ std::vector<std::vector<float>> reference_forward(const Model& m, std::span<cons
             linear(L.wk, h.data(), k.data());
             linear(L.wv, h.data(), v.data());
             if (c.qk_norm) {
-                for (int hh = 0; hh < c.num_heads; ++hh) kernels::ref::rmsnorm(&q[size_t(hh * HD)], L.q_norm.data(), HD, c.rms_eps, &q[size_t(hh * HD)]);
-                for (int hh = 0; hh < c.num_kv_heads; ++hh) kernels::ref::rmsnorm(&k[size_t(hh * HD)], L.k_norm.data(), HD, c.rms_eps, &k[size_t(hh * HD)]);
+                for (int hh = 0; hh < c.num_heads; ++hh)
+                    kernels::ref::rmsnorm(&q[size_t(hh * HD)], L.q_norm.data(), HD, c.rms_eps,
+                                          &q[size_t(hh * HD)]);
+                for (int hh = 0; hh < c.num_kv_heads; ++hh)
+                    kernels::ref::rmsnorm(&k[size_t(hh * HD)], L.k_norm.data(), HD, c.rms_eps,
+                                          &k[size_t(hh * HD)]);
             }
             kernels::ref::rope(q.data(), c.num_heads, HD, p, c.rope);
             kernels::ref::rope(k.data(), c.num_kv_heads, HD, p, c.rope);
@@ -48,14 +53,17 @@ std::vector<std::vector<float>> reference_forward(const Model& m, std::span<cons
                 for (int t = 0; t <= p; ++t) {
                     double dot = 0.0;
                     for (int d = 0; d < HD; ++d) {
-                        dot += double(q[size_t(hh * HD + d)]) * kcache[size_t(l)][size_t(t * KVD + kvh * HD + d)];
+                        dot += double(q[size_t(hh * HD + d)]) *
+                               kcache[size_t(l)][size_t(t * KVD + kvh * HD + d)];
                     }
                     scores[size_t(t)] = float(dot / std::sqrt(double(HD)));
                 }
                 kernels::ref::softmax(scores.data(), p + 1);
                 for (int d = 0; d < HD; ++d) {
                     double acc = 0.0;
-                    for (int t = 0; t <= p; ++t) acc += double(scores[size_t(t)]) * vcache[size_t(l)][size_t(t * KVD + kvh * HD + d)];
+                    for (int t = 0; t <= p; ++t)
+                        acc += double(scores[size_t(t)]) *
+                               vcache[size_t(l)][size_t(t * KVD + kvh * HD + d)];
                     att[size_t(hh * HD + d)] = float(acc);
                 }
             }

@@ -1,8 +1,8 @@
 #include "model/test_model.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "base/mapped_file.h"
 #include "formats/gguf_writer.h"
@@ -55,7 +55,8 @@ struct Rng {
 };
 
 // Fills a [rows x cols] tensor of `type` with random values, quantizing row by row.
-formats::GgufWriter::Fill random_fill(TensorType type, int64_t rows, int64_t cols, float std, uint64_t seed) {
+formats::GgufWriter::Fill random_fill(TensorType type, int64_t rows, int64_t cols, float std,
+                                      uint64_t seed) {
     return [=](uint8_t* out, size_t /*num_bytes*/) {
         const auto tr = formats::tensor_type_traits(uint32_t(type));
         const size_t row_bytes = size_t(cols) / tr->block_elems * tr->block_bytes;
@@ -80,15 +81,19 @@ formats::GgufWriter::Fill const_fill(int64_t n, float value) {
 
 }  // namespace
 
-Status write_test_model(const TestModelOptions& o, const std::function<void(size_t, size_t)>& progress) {
+Status write_test_model(const TestModelOptions& o,
+                        const std::function<void(size_t, size_t)>& progress) {
     const ModelShape& s = o.shape;
-    if (o.dtype != TensorType::kF32 && o.dtype != TensorType::kF16 && o.dtype != TensorType::kBF16 &&
-        o.dtype != TensorType::kQ8_0 && o.dtype != TensorType::kQ4_0) {
-        return make_error(ErrorCode::kInvalidArgument, "dtype {} is not supported (allowed: f32, f16, bf16, q8_0, q4_0)",
+    if (o.dtype != TensorType::kF32 && o.dtype != TensorType::kF16 &&
+        o.dtype != TensorType::kBF16 && o.dtype != TensorType::kQ8_0 &&
+        o.dtype != TensorType::kQ4_0) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "dtype {} is not supported (allowed: f32, f16, bf16, q8_0, q4_0)",
                           formats::tensor_type_name(o.dtype));
     }
     PAGODA_ASSIGN_OR_RETURN(MappedFile vf, MappedFile::open(o.vocab_path));
-    PAGODA_ASSIGN_OR_RETURN(formats::GgufFile vg, formats::GgufFile::parse(vf.bytes(), o.vocab_path));
+    PAGODA_ASSIGN_OR_RETURN(formats::GgufFile vg,
+                            formats::GgufFile::parse(vf.bytes(), o.vocab_path));
 
     formats::GgufWriter w;
     const std::string& a = s.arch;
@@ -109,11 +114,13 @@ Status write_test_model(const TestModelOptions& o, const std::function<void(size
     for (const auto& [key, value] : vg.metadata()) {
         if (key.rfind("tokenizer.", 0) != 0) continue;
         formats::GgufValue v = value;
-        if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" || key == "tokenizer.ggml.token_type") {
+        if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" ||
+            key == "tokenizer.ggml.token_type") {
             n_tokens = int64_t(v.array.size());
             if (n_tokens > s.vocab_size) {
-                return make_error(ErrorCode::kInvalidArgument, "vocab '{}' has {} tokens, more than shape {}'s {}",
-                                  o.vocab_path, n_tokens, s.name, s.vocab_size);
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "vocab '{}' has {} tokens, more than shape {}'s {}", o.vocab_path,
+                                  n_tokens, s.name, s.vocab_size);
             }
             for (int64_t k = n_tokens; k < s.vocab_size; ++k) {
                 formats::GgufValue e;
@@ -125,20 +132,24 @@ Status write_test_model(const TestModelOptions& o, const std::function<void(size
         }
         w.add(key, v);
     }
-    if (n_tokens == 0) return make_error(ErrorCode::kInvalidFile, "{}: has no tokenizer.ggml.tokens", o.vocab_path);
+    if (n_tokens == 0)
+        return make_error(ErrorCode::kInvalidFile, "{}: has no tokenizer.ggml.tokens",
+                          o.vocab_path);
 
     const int hd = s.dim / s.num_heads;
     const int64_t qd = int64_t(s.num_heads) * hd, kvd = int64_t(s.num_kv_heads) * hd;
     uint64_t tid = o.seed * 1000003ull;
     const float std = 0.02f, out_std = 0.02f / std::sqrt(2.0f * float(s.num_layers));
     auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float sd) {
-        w.add_tensor_lazy(name, o.dtype, {uint64_t(cols), uint64_t(rows)}, random_fill(o.dtype, rows, cols, sd, ++tid));
+        w.add_tensor_lazy(name, o.dtype, {uint64_t(cols), uint64_t(rows)},
+                          random_fill(o.dtype, rows, cols, sd, ++tid));
     };
     auto norm = [&](const std::string& name, int64_t n) {
         w.add_tensor_lazy(name, TensorType::kF32, {uint64_t(n)}, const_fill(n, 1.0f));
     };
     auto bias = [&](const std::string& name, int64_t n) {
-        w.add_tensor_lazy(name, TensorType::kF32, {uint64_t(n)}, random_fill(TensorType::kF32, 1, n, std, ++tid));
+        w.add_tensor_lazy(name, TensorType::kF32, {uint64_t(n)},
+                          random_fill(TensorType::kF32, 1, n, std, ++tid));
     };
     // Embedding rows carry O(1) activations into the first norm.
     matrix("token_embd.weight", s.vocab_size, s.dim, 1.0f);

@@ -35,6 +35,7 @@ struct TestModelOptions {
 };
 
 // Writes the model; `progress(done_bytes, total_bytes)` may be empty.
-Status write_test_model(const TestModelOptions& opts, const std::function<void(size_t, size_t)>& progress = {});
+Status write_test_model(const TestModelOptions& opts,
+                        const std::function<void(size_t, size_t)>& progress = {});
 
 }  // namespace pagoda::model

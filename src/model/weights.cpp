@@ -1,8 +1,8 @@
 #include "model/weights.h"
 
-#include <cstring>
-
 #include <fmt/format.h>
+
+#include <cstring>
 
 #include "kernels/ref/ops.h"
 
@@ -11,8 +11,8 @@ namespace pagoda::model {
 using formats::TensorType;
 
 bool is_supported_weight_type(TensorType t) {
-    return t == TensorType::kF32 || t == TensorType::kF16 || t == TensorType::kBF16 || t == TensorType::kQ8_0 ||
-           t == TensorType::kQ4_0;
+    return t == TensorType::kF32 || t == TensorType::kF16 || t == TensorType::kBF16 ||
+           t == TensorType::kQ8_0 || t == TensorType::kQ4_0;
 }
 
 void Linear::forward(const float* x, int m, float* y) const {
@@ -37,19 +37,24 @@ class Loader {
   public:
     Loader(const formats::GgufFile& g, Weights::Pack pack) : g_(g), pack_(pack) {}
 
-    Result<const formats::GgufTensorInfo*> tensor(const std::string& name, std::vector<uint64_t> dims) {
+    Result<const formats::GgufTensorInfo*> tensor(const std::string& name,
+                                                  std::vector<uint64_t> dims) {
         const formats::GgufTensorInfo* t = g_.find_tensor(name);
-        if (!t) return make_error(ErrorCode::kInvalidFile, "{}: missing tensor '{}'", g_.source(), name);
+        if (!t)
+            return make_error(ErrorCode::kInvalidFile, "{}: missing tensor '{}'", g_.source(),
+                              name);
         if (t->dims != dims) {
             std::string want, got;
             for (auto d : dims) want += (want.empty() ? "" : " x ") + std::to_string(d);
             for (auto d : t->dims) got += (got.empty() ? "" : " x ") + std::to_string(d);
-            return make_error(ErrorCode::kInvalidFile, "{}: tensor '{}' has shape [{}], expected [{}]", g_.source(),
-                              name, got, want);
+            return make_error(ErrorCode::kInvalidFile,
+                              "{}: tensor '{}' has shape [{}], expected [{}]", g_.source(), name,
+                              got, want);
         }
         if (!is_supported_weight_type(t->type)) {
             return make_error(ErrorCode::kUnsupported,
-                              "{}: tensor '{}' has type {}, which is not supported yet (supported: F32, F16, BF16, "
+                              "{}: tensor '{}' has type {}, which is not supported yet (supported: "
+                              "F32, F16, BF16, "
                               "Q8_0, Q4_0)",
                               g_.source(), name, formats::tensor_type_name(t->type));
         }
@@ -71,14 +76,15 @@ class Loader {
     }
 
     enum class PackNow { kYes, kNo };
-    Status linear(const std::string& name, uint64_t rows, uint64_t cols, Linear& out, bool bias = false,
-                  PackNow now = PackNow::kYes) {
+    Status linear(const std::string& name, uint64_t rows, uint64_t cols, Linear& out,
+                  bool bias = false, PackNow now = PackNow::kYes) {
         PAGODA_ASSIGN_OR_RETURN(out.view, view(name + ".weight", rows, cols));
         if (now == PackNow::kYes) PAGODA_TRY(pack(out));
         if (bias) {
             const std::string bname = name + ".bias";
             if (!g_.find_tensor(bname)) {
-                return make_error(ErrorCode::kInvalidFile, "{}: missing tensor '{}'", g_.source(), bname);
+                return make_error(ErrorCode::kInvalidFile, "{}: missing tensor '{}'", g_.source(),
+                                  bname);
             }
             PAGODA_ASSIGN_OR_RETURN(out.bias, vec(bname, rows));
         }
@@ -117,7 +123,8 @@ class Loader {
             const size_t n = p->view.row_bytes() * size_t(p->view.rows);
             joined.insert(joined.end(), p->view.data, p->view.data + n);
             if (!p->bias.empty() || !out.bias.empty()) {
-                std::vector<float> b = p->bias.empty() ? std::vector<float>(size_t(p->view.rows), 0.0f) : p->bias;
+                std::vector<float> b =
+                    p->bias.empty() ? std::vector<float>(size_t(p->view.rows), 0.0f) : p->bias;
                 out.bias.insert(out.bias.end(), b.begin(), b.end());
             }
         }
@@ -137,16 +144,19 @@ class Loader {
 
 }  // namespace
 
-Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& arch, ModelConfig& cfg, Pack pack) {
+Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& arch,
+                              ModelConfig& cfg, Pack pack) {
     Weights w;
     Loader ld(g, pack);
     const formats::GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
     if (!emb || emb->dims.size() != 2) {
-        return make_error(ErrorCode::kInvalidFile, "{}: missing or malformed tensor 'token_embd.weight'", g.source());
+        return make_error(ErrorCode::kInvalidFile,
+                          "{}: missing or malformed tensor 'token_embd.weight'", g.source());
     }
     cfg.vocab_size = int(emb->dims[1]);
     const uint64_t dim = uint64_t(cfg.dim), vocab = uint64_t(cfg.vocab_size);
-    const uint64_t qd = uint64_t(cfg.q_dim()), kvd = uint64_t(cfg.kv_dim()), ffn = uint64_t(cfg.ffn_dim);
+    const uint64_t qd = uint64_t(cfg.q_dim()), kvd = uint64_t(cfg.kv_dim()),
+                   ffn = uint64_t(cfg.ffn_dim);
     PAGODA_ASSIGN_OR_RETURN(w.token_embd, ld.view("token_embd.weight", vocab, dim));
     PAGODA_ASSIGN_OR_RETURN(w.output_norm, ld.vec("output_norm.weight", dim));
     if (g.find_tensor("output.weight")) {
@@ -157,7 +167,8 @@ Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& ar
         PAGODA_TRY(ld.pack(w.output));
     }
     if (g.find_tensor("rope_freqs.weight")) {
-        PAGODA_ASSIGN_OR_RETURN(w.rope_freqs, ld.vec("rope_freqs.weight", uint64_t(cfg.rope.rot_dim / 2)));
+        PAGODA_ASSIGN_OR_RETURN(w.rope_freqs,
+                                ld.vec("rope_freqs.weight", uint64_t(cfg.rope.rot_dim / 2)));
     }
     cfg.qkv_bias = arch.qkv_bias;
     cfg.qk_norm = arch.qk_norm;
@@ -174,8 +185,10 @@ Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& ar
         PAGODA_TRY(ld.fuse({&L.wq, &L.wk, &L.wv}, L.qkv));
         PAGODA_TRY(ld.linear(p + "attn_output", dim, qd, L.wo));
         if (arch.qk_norm) {
-            PAGODA_ASSIGN_OR_RETURN(L.q_norm, ld.vec(p + "attn_q_norm.weight", uint64_t(cfg.head_dim)));
-            PAGODA_ASSIGN_OR_RETURN(L.k_norm, ld.vec(p + "attn_k_norm.weight", uint64_t(cfg.head_dim)));
+            PAGODA_ASSIGN_OR_RETURN(L.q_norm,
+                                    ld.vec(p + "attn_q_norm.weight", uint64_t(cfg.head_dim)));
+            PAGODA_ASSIGN_OR_RETURN(L.k_norm,
+                                    ld.vec(p + "attn_k_norm.weight", uint64_t(cfg.head_dim)));
         }
         PAGODA_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + "ffn_norm.weight", dim));
         PAGODA_TRY(ld.linear(p + "ffn_gate", ffn, dim, L.w_gate, false, later));

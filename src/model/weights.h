@@ -22,7 +22,7 @@ struct Linear {
     kernels::WeightView view;
     std::unique_ptr<kernels::cpu::DenseMatmul> dense;
     std::unique_ptr<kernels::cpu::QuantMatmul> quant;  // set for Q8_0/Q4_0
-    std::vector<float> bias;  // empty when the layer has none
+    std::vector<float> bias;                           // empty when the layer has none
 
     // y[m][rows] = x[m][cols] W^T + b, with the fast kernels.
     void forward(const float* x, int m, float* y) const;
@@ -30,30 +30,31 @@ struct Linear {
 };
 
 struct LayerWeights {
-    std::vector<float> attn_norm;             // [dim]
+    std::vector<float> attn_norm;  // [dim]
     // wq/wk/wv/w_gate/w_up keep their views (the reference reads them); when their types
     // match, the fast path uses the fused copies below instead (one matmul, one pass
     // over the weights' rows, fewer thread barriers), as vLLM's QKV/merged linears do.
-    Linear wq, wk, wv, wo;                    // [q_dim x dim], [kv_dim x dim] x2, [dim x q_dim]
-    Linear qkv;                               // [(q_dim + 2 kv_dim) x dim] packed, or unset
-    Linear gate_up;                           // [2 ffn x dim] packed, or unset
-    std::vector<float> q_norm, k_norm;        // [head_dim] (qwen3) or empty
-    std::vector<float> ffn_norm;              // [dim]
-    Linear w_gate, w_up, w_down;              // [ffn x dim] x2, [dim x ffn]
+    Linear wq, wk, wv, wo;              // [q_dim x dim], [kv_dim x dim] x2, [dim x q_dim]
+    Linear qkv;                         // [(q_dim + 2 kv_dim) x dim] packed, or unset
+    Linear gate_up;                     // [2 ffn x dim] packed, or unset
+    std::vector<float> q_norm, k_norm;  // [head_dim] (qwen3) or empty
+    std::vector<float> ffn_norm;        // [dim]
+    Linear w_gate, w_up, w_down;        // [ffn x dim] x2, [dim x ffn]
 };
 
 struct Weights {
-    kernels::WeightView token_embd;           // [vocab x dim], any supported type
-    std::vector<float> output_norm;           // [dim]
-    Linear output;                            // [vocab x dim]; token_embd when tied
+    kernels::WeightView token_embd;  // [vocab x dim], any supported type
+    std::vector<float> output_norm;  // [dim]
+    Linear output;                   // [vocab x dim]; token_embd when tied
     bool tied_embeddings = false;
-    std::vector<float> rope_freqs;            // [rot_dim/2] or empty
+    std::vector<float> rope_freqs;  // [rot_dim/2] or empty
     std::vector<LayerWeights> layers;
-    size_t file_bytes = 0;                    // tensor bytes in the file
-    size_t packed_bytes = 0;                  // extra bytes of packed copies
+    size_t file_bytes = 0;    // tensor bytes in the file
+    size_t packed_bytes = 0;  // extra bytes of packed copies
 
     enum class Pack { kYes, kNo };  // kNo: views only (reference forward, `model info`)
-    static Result<Weights> load(const formats::GgufFile& g, const Architecture& arch, ModelConfig& cfg, Pack pack);
+    static Result<Weights> load(const formats::GgufFile& g, const Architecture& arch,
+                                ModelConfig& cfg, Pack pack);
 };
 
 // Supported weight types for compute, and whether a type is dense (oneDNN) or block-quantized.

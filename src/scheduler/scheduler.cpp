@@ -21,21 +21,26 @@ const char* wait_reason_name(WaitReason r) {
 
 Status RuntimeKnobs::validate() const {
     if (max_num_seqs < 1 || max_num_seqs > 65536) {
-        return make_error(ErrorCode::kInvalidArgument, "max_num_seqs must be in [1, 65536], got {}", max_num_seqs);
+        return make_error(ErrorCode::kInvalidArgument, "max_num_seqs must be in [1, 65536], got {}",
+                          max_num_seqs);
     }
     if (max_num_batched_tokens < 1 || max_num_batched_tokens > (1 << 20)) {
-        return make_error(ErrorCode::kInvalidArgument, "max_num_batched_tokens must be in [1, 1048576], got {}",
+        return make_error(ErrorCode::kInvalidArgument,
+                          "max_num_batched_tokens must be in [1, 1048576], got {}",
                           max_num_batched_tokens);
     }
     if (long_prefill_token_threshold < 0) {
-        return make_error(ErrorCode::kInvalidArgument, "long_prefill_token_threshold must be >= 0 (0 = no cap), got {}",
+        return make_error(ErrorCode::kInvalidArgument,
+                          "long_prefill_token_threshold must be >= 0 (0 = no cap), got {}",
                           long_prefill_token_threshold);
     }
     if (max_waiting_requests < 1) {
-        return make_error(ErrorCode::kInvalidArgument, "max_waiting_requests must be >= 1, got {}", max_waiting_requests);
+        return make_error(ErrorCode::kInvalidArgument, "max_waiting_requests must be >= 1, got {}",
+                          max_waiting_requests);
     }
     if (max_waiting_tokens < 1) {
-        return make_error(ErrorCode::kInvalidArgument, "max_waiting_tokens must be >= 1, got {}", max_waiting_tokens);
+        return make_error(ErrorCode::kInvalidArgument, "max_waiting_tokens must be >= 1, got {}",
+                          max_waiting_tokens);
     }
     return ok_status();
 }
@@ -43,19 +48,23 @@ Status RuntimeKnobs::validate() const {
 Status SchedulerConfig::validate() const {
     PAGODA_TRY(knobs.validate());
     if (!(watermark >= 0.0 && watermark < 1.0)) {
-        return make_error(ErrorCode::kInvalidArgument, "watermark must be in [0, 1), got {}", watermark);
+        return make_error(ErrorCode::kInvalidArgument, "watermark must be in [0, 1), got {}",
+                          watermark);
     }
-    if (max_model_len < 1) return make_error(ErrorCode::kInvalidArgument, "max_model_len must be >= 1");
+    if (max_model_len < 1)
+        return make_error(ErrorCode::kInvalidArgument, "max_model_len must be >= 1");
     if (!enable_chunked_prefill && knobs.max_num_batched_tokens < max_model_len) {
         return make_error(ErrorCode::kInvalidArgument,
-                          "with chunked prefill off, max_num_batched_tokens ({}) must be >= max_model_len ({}) so every "
+                          "with chunked prefill off, max_num_batched_tokens ({}) must be >= "
+                          "max_model_len ({}) so every "
                           "prompt fits in one step",
                           knobs.max_num_batched_tokens, max_model_len);
     }
     return ok_status();
 }
 
-Scheduler::Scheduler(const SchedulerConfig& cfg, kvcache::BlockManager& blocks) : cfg_(cfg), blocks_(blocks) {}
+Scheduler::Scheduler(const SchedulerConfig& cfg, kvcache::BlockManager& blocks)
+    : cfg_(cfg), blocks_(blocks) {}
 
 bool Scheduler::before(const Sequence* a, const Sequence* b) {
     if (a->priority != b->priority) return a->priority < b->priority;
@@ -79,9 +88,10 @@ int64_t Scheduler::watermark_blocks() const {
 Status Scheduler::set_knobs(const RuntimeKnobs& k) {
     PAGODA_TRY(k.validate());
     if (!cfg_.enable_chunked_prefill && k.max_num_batched_tokens < cfg_.max_model_len) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "with chunked prefill off, max_num_batched_tokens ({}) must be >= max_model_len ({})",
-                          k.max_num_batched_tokens, cfg_.max_model_len);
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "with chunked prefill off, max_num_batched_tokens ({}) must be >= max_model_len ({})",
+            k.max_num_batched_tokens, cfg_.max_model_len);
     }
     cfg_.knobs = k;
     return ok_status();
@@ -91,27 +101,32 @@ Status Scheduler::add(std::unique_ptr<Sequence> seq) {
     PAGODA_CHECK(seq != nullptr) << "null sequence";
     const int64_t n = int64_t(seq->tokens.size());
     if (n == 0) return make_error(ErrorCode::kInvalidArgument, "the prompt is empty (no tokens)");
-    if (has(seq->id)) return make_error(ErrorCode::kInvalidArgument, "sequence id {} is already in use", seq->id);
+    if (has(seq->id))
+        return make_error(ErrorCode::kInvalidArgument, "sequence id {} is already in use", seq->id);
     const int64_t max_total = std::max<int64_t>(seq->max_total_tokens, n);
     if (max_total > cfg_.max_model_len) {
-        return make_error(ErrorCode::kOutOfRange,
-                          "prompt of {} tokens plus up to {} new tokens exceeds the maximum model length of {}", n,
-                          max_total - n, cfg_.max_model_len);
+        return make_error(
+            ErrorCode::kOutOfRange,
+            "prompt of {} tokens plus up to {} new tokens exceeds the maximum model length of {}",
+            n, max_total - n, cfg_.max_model_len);
     }
     if (blocks_.blocks_for(max_total) > blocks_.num_total()) {
-        return make_error(ErrorCode::kOutOfRange,
-                          "{} tokens need {} KV blocks but the whole cache holds {}; lower max_tokens or raise "
-                          "--kv-cache-memory",
-                          max_total, blocks_.blocks_for(max_total), blocks_.num_total());
+        return make_error(
+            ErrorCode::kOutOfRange,
+            "{} tokens need {} KV blocks but the whole cache holds {}; lower max_tokens or raise "
+            "--kv-cache-memory",
+            max_total, blocks_.blocks_for(max_total), blocks_.num_total());
     }
     if (int64_t(waiting_.size()) >= cfg_.knobs.max_waiting_requests) {
-        return make_error(ErrorCode::kResourceExhausted, "the waiting queue is full ({} requests, limit {})",
-                          waiting_.size(), cfg_.knobs.max_waiting_requests);
+        return make_error(ErrorCode::kResourceExhausted,
+                          "the waiting queue is full ({} requests, limit {})", waiting_.size(),
+                          cfg_.knobs.max_waiting_requests);
     }
     if (waiting_tokens_ + n > cfg_.knobs.max_waiting_tokens) {
-        return make_error(ErrorCode::kResourceExhausted,
-                          "the waiting queue is full ({} prompt tokens queued, limit {}, this prompt {})", waiting_tokens_,
-                          cfg_.knobs.max_waiting_tokens, n);
+        return make_error(
+            ErrorCode::kResourceExhausted,
+            "the waiting queue is full ({} prompt tokens queued, limit {}, this prompt {})",
+            waiting_tokens_, cfg_.knobs.max_waiting_tokens, n);
     }
     seq->arrival = next_arrival_++;
     seq->state = Sequence::State::kWaiting;
@@ -127,7 +142,8 @@ Status Scheduler::add(std::unique_ptr<Sequence> seq) {
 
 void Scheduler::preempt(Sequence* victim, BatchPlan& plan, const std::string& why) {
     // Unschedule it if it was already part of this step.
-    auto it = std::find_if(plan.seqs.begin(), plan.seqs.end(), [&](const ScheduledSeq& x) { return x.id == victim->id; });
+    auto it = std::find_if(plan.seqs.begin(), plan.seqs.end(),
+                           [&](const ScheduledSeq& x) { return x.id == victim->id; });
     if (it != plan.seqs.end()) {
         plan.num_batched_tokens -= it->num_tokens;
         if (it->decode) {
@@ -151,8 +167,8 @@ void Scheduler::preempt(Sequence* victim, BatchPlan& plan, const std::string& wh
     insert_sorted(waiting_, victim);
     waiting_tokens_ += int64_t(victim->tokens.size());
     plan.preempted.push_back({victim->id, why});
-    log_info("preempted sequence {} (priority {}, {} tokens, preemption #{}): {}", victim->id, victim->priority,
-                    victim->tokens.size(), victim->num_preemptions, why);
+    log_info("preempted sequence {} (priority {}, {} tokens, preemption #{}): {}", victim->id,
+             victim->priority, victim->tokens.size(), victim->num_preemptions, why);
 }
 
 BatchPlan Scheduler::schedule(Clock::time_point now) {
@@ -177,7 +193,8 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
 
     auto chunk_for = [&](int64_t remaining, bool prefill) {
         int64_t n = std::min(remaining, budget);
-        if (prefill && k.long_prefill_token_threshold > 0) n = std::min<int64_t>(n, k.long_prefill_token_threshold);
+        if (prefill && k.long_prefill_token_threshold > 0)
+            n = std::min<int64_t>(n, k.long_prefill_token_threshold);
         return n;
     };
     auto push = [&](Sequence* s, int64_t n, bool decode) {
@@ -212,9 +229,10 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
             bool self_preempted = false;
             while (!blocks_.can_grow(s->id, need_tokens, s->num_computed)) {
                 Sequence* victim = running_.back();
-                const std::string why = fmt::format("sequence {} needs {} more KV blocks to grow to {} tokens; {} available",
-                                                    s->id, blocks_.blocks_to_grow(s->id, need_tokens, s->num_computed),
-                                                    need_tokens, blocks_.num_available());
+                const std::string why = fmt::format(
+                    "sequence {} needs {} more KV blocks to grow to {} tokens; {} available", s->id,
+                    blocks_.blocks_to_grow(s->id, need_tokens, s->num_computed), need_tokens,
+                    blocks_.num_available());
                 preempt(victim, plan, why);
                 if (victim == s) {
                     self_preempted = true;
@@ -246,7 +264,8 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
         } else if (budget <= 0) {
             r = WaitReason::kTokenBudget;
         } else {
-            check = blocks_.check_allocate(s->tokens, s->cache_salt, running_.empty() ? 0 : watermark_blocks());
+            check = blocks_.check_allocate(s->tokens, s->cache_salt,
+                                           running_.empty() ? 0 : watermark_blocks());
             if (!check.fits) {
                 r = WaitReason::kNoFreeBlocks;
             } else {
@@ -295,7 +314,8 @@ void Scheduler::append_token(SeqId id, int32_t token) {
 
 void Scheduler::fork(SeqId parent, SeqId child) {
     Sequence* p = get(parent);
-    PAGODA_CHECK(p != nullptr && p->state == Sequence::State::kRunning) << "fork of a sequence that is not running";
+    PAGODA_CHECK(p != nullptr && p->state == Sequence::State::kRunning)
+        << "fork of a sequence that is not running";
     PAGODA_CHECK(!has(child)) << "sequence id " << child << " is already in use";
     auto c = std::make_unique<Sequence>(*p);
     c->id = child;

@@ -39,10 +39,10 @@ const char* wait_reason_name(WaitReason r);
 
 // Knobs that may change between steps without a restart.
 struct RuntimeKnobs {
-    int max_num_seqs = 256;              // sequences per step (vLLM --max-num-seqs)
-    int max_num_batched_tokens = 2048;   // tokens per step (vLLM --max-num-batched-tokens)
+    int max_num_seqs = 256;                // sequences per step (vLLM --max-num-seqs)
+    int max_num_batched_tokens = 2048;     // tokens per step (vLLM --max-num-batched-tokens)
     int long_prefill_token_threshold = 0;  // most tokens one prefill may take per step; 0 = no cap
-    int max_waiting_requests = 4096;     // bounded queue: requests
+    int max_waiting_requests = 4096;       // bounded queue: requests
     int64_t max_waiting_tokens = 1 << 22;  // bounded queue: prompt tokens
 
     Status validate() const;
@@ -59,8 +59,8 @@ struct SchedulerConfig {
 
 struct Sequence {
     SeqId id = 0;
-    int priority = 0;         // lower runs first (vLLM's convention)
-    uint64_t arrival = 0;     // submission order (set by add())
+    int priority = 0;             // lower runs first (vLLM's convention)
+    uint64_t arrival = 0;         // submission order (set by add())
     std::vector<int32_t> tokens;  // prompt, then generated tokens
     int32_t num_prompt_tokens = 0;
     int32_t max_total_tokens = 0;  // prompt + max new tokens (capacity check)
@@ -89,11 +89,11 @@ struct Preemption {
 };
 
 struct BatchPlan {
-    std::vector<ScheduledSeq> seqs;           // in running order
-    std::vector<kvcache::BlockCopy> copies;   // to perform before the forward
+    std::vector<ScheduledSeq> seqs;          // in running order
+    std::vector<kvcache::BlockCopy> copies;  // to perform before the forward
     std::vector<Preemption> preempted;
-    std::vector<SeqId> timed_out;             // left the waiting queue past their deadline
-    std::vector<SeqId> admitted;              // left the waiting queue this step
+    std::vector<SeqId> timed_out;  // left the waiting queue past their deadline
+    std::vector<SeqId> admitted;   // left the waiting queue this step
     int32_t num_batched_tokens = 0;
     int32_t num_prefill_tokens = 0;
     int32_t num_decode_seqs = 0;

@@ -11,7 +11,8 @@
 namespace pagoda::scheduler {
 namespace {
 
-std::unique_ptr<Sequence> make_seq(SeqId id, int prompt, int max_new, int priority = 0, int first_token = 1) {
+std::unique_ptr<Sequence> make_seq(SeqId id, int prompt, int max_new, int priority = 0,
+                                   int first_token = 1) {
     auto s = std::make_unique<Sequence>();
     s->id = id;
     s->tokens.resize(size_t(prompt));
@@ -153,8 +154,8 @@ TEST(Scheduler, PreemptsLatestArrivalWhenBlocksRunOut) {
     Scheduler s(config(8, 64), bm);
     ASSERT_TRUE(s.add(make_seq(1, 7, 8)).ok());
     ASSERT_TRUE(s.add(make_seq(2, 7, 8, 0, 50)).ok());
-    step(s);  // both admitted: 2 blocks each
-    step(s);  // 8 tokens each, still 2 blocks
+    step(s);           // both admitted: 2 blocks each
+    step(s);           // 8 tokens each, still 2 blocks
     auto p = step(s);  // both need a third block: 2 (latest) is preempted
     ASSERT_EQ(p.preempted.size(), 1u);
     EXPECT_EQ(p.preempted[0].id, 2);
@@ -200,8 +201,8 @@ RC_GTEST_PROP(SchedulerProperty, BudgetsConservationExactlyOnce, ()) {
     cfg.max_model_len = 256;
     Scheduler s(cfg, bm);
 
-    std::map<SeqId, int> ended;        // id -> times it ended
-    std::map<SeqId, int> max_new;      // accepted requests
+    std::map<SeqId, int> ended;    // id -> times it ended
+    std::map<SeqId, int> max_new;  // accepted requests
     std::map<SeqId, int> generated;
     SeqId next = 1;
     // As the engine after a forward: each sampled sequence ends at its length or gets a token.
@@ -254,7 +255,8 @@ RC_GTEST_PROP(SchedulerProperty, BudgetsConservationExactlyOnce, ()) {
             RC_ASSERT(x.num_tokens > 0);
             RC_ASSERT(ids.insert(x.id).second);
             // Blocks cover what the step writes.
-            RC_ASSERT(int64_t(bm.table(x.id).size()) * block_size >= int64_t(x.pos_start + x.num_tokens));
+            RC_ASSERT(int64_t(bm.table(x.id).size()) * block_size >=
+                      int64_t(x.pos_start + x.num_tokens));
         }
         RC_ASSERT(sum == p.num_batched_tokens);
         for (SeqId id : p.timed_out) ++ended[id];

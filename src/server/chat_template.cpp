@@ -18,20 +18,24 @@ struct Message {
 
 Result<std::vector<Message>> parse_messages(const nlohmann::json& messages) {
     if (!messages.is_array() || messages.empty()) {
-        return make_error(ErrorCode::kInvalidArgument, "'messages' must be a non-empty list of {{role, content}} objects");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "'messages' must be a non-empty list of {{role, content}} objects");
     }
     std::vector<Message> out;
     for (size_t i = 0; i < messages.size(); ++i) {
         const auto& m = messages[i];
-        if (!m.is_object()) return make_error(ErrorCode::kInvalidArgument, "messages[{}] must be an object", i);
+        if (!m.is_object())
+            return make_error(ErrorCode::kInvalidArgument, "messages[{}] must be an object", i);
         auto role = m.find("role");
         if (role == m.end() || !role->is_string()) {
             return make_error(ErrorCode::kInvalidArgument, "messages[{}].role must be a string", i);
         }
         const std::string r = role->get<std::string>();
         if (r != "system" && r != "user" && r != "assistant" && r != "developer" && r != "tool") {
-            return make_error(ErrorCode::kInvalidArgument,
-                              "messages[{}].role '{}' is not one of system, developer, user, assistant, tool", i, r);
+            return make_error(
+                ErrorCode::kInvalidArgument,
+                "messages[{}].role '{}' is not one of system, developer, user, assistant, tool", i,
+                r);
         }
         std::string content;
         auto c = m.find("content");
@@ -41,20 +45,23 @@ Result<std::vector<Message>> parse_messages(const nlohmann::json& messages) {
             content = c->get<std::string>();
         } else if (c->is_array()) {
             for (const auto& part : *c) {
-                if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+                if (!part.is_object() || part.value("type", "") != "text" ||
+                    !part.contains("text") || !part["text"].is_string()) {
                     return make_error(ErrorCode::kInvalidArgument,
-                                      "messages[{}].content parts must be {{\"type\": \"text\", \"text\": ...}} (text only)", i);
+                                      "messages[{}].content parts must be {{\"type\": \"text\", "
+                                      "\"text\": ...}} (text only)",
+                                      i);
                 }
                 content += part["text"].get<std::string>();
             }
         } else {
-            return make_error(ErrorCode::kInvalidArgument, "messages[{}].content must be a string or a list of text parts", i);
+            return make_error(ErrorCode::kInvalidArgument,
+                              "messages[{}].content must be a string or a list of text parts", i);
         }
         out.push_back({r == "developer" ? "system" : r, std::move(content)});
     }
     return out;
 }
-
 
 // The model's template, parsed once per template text (nullptr when outside the subset).
 std::shared_ptr<const jinja::Template> compiled(const std::string& text) {
@@ -68,9 +75,11 @@ std::shared_ptr<const jinja::Template> compiled(const std::string& text) {
     if (t.ok()) {
         p = std::make_shared<const jinja::Template>(std::move(t).value());
     } else {
-        log_warn("the model's chat template is outside the supported Jinja subset ({}); using the built-in renderer "
-                 "of its family",
-                 t.error().message);
+        log_warn(
+            "the model's chat template is outside the supported Jinja subset ({}); using the "
+            "built-in renderer "
+            "of its family",
+            t.error().message);
     }
     cache.emplace(text, p);
     return p;
@@ -85,7 +94,8 @@ Result<RenderedChat> render_builtin(const std::vector<Message>& msgs, const toke
 
 }  // namespace
 
-Result<RenderedChat> render_chat(const nlohmann::json& messages, const tokenizer::Vocab& vocab, bool add_generation_prompt) {
+Result<RenderedChat> render_chat(const nlohmann::json& messages, const tokenizer::Vocab& vocab,
+                                 bool add_generation_prompt) {
     PAGODA_ASSIGN_OR_RETURN(std::vector<Message> msgs, parse_messages(messages));
     const std::string& t = vocab.chat_template;
     if (!t.empty()) {
@@ -118,14 +128,18 @@ Result<RenderedChat> render_builtin(const std::vector<Message>& msgs, const toke
     std::string& s = r.text;
     if (t.find("<|im_start|>") != std::string::npos) {
         r.family = "chatml";
-        for (const auto& m : msgs) s += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content);
+        for (const auto& m : msgs)
+            s += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content);
         if (add_generation_prompt) s += "<|im_start|>assistant\n";
     } else if (t.find("<|start_header_id|>") != std::string::npos) {
         r.family = "llama3";
         s = "<|begin_of_text|>";
-        for (const auto& m : msgs) s += fmt::format("<|start_header_id|>{}<|end_header_id|>\n\n{}<|eot_id|>", m.role, m.content);
+        for (const auto& m : msgs)
+            s += fmt::format("<|start_header_id|>{}<|end_header_id|>\n\n{}<|eot_id|>", m.role,
+                             m.content);
         if (add_generation_prompt) s += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-    } else if (t.find("<|assistant|>") != std::string::npos && t.find("<|end|>") != std::string::npos) {
+    } else if (t.find("<|assistant|>") != std::string::npos &&
+               t.find("<|end|>") != std::string::npos) {
         r.family = "phi3";
         for (const auto& m : msgs) s += fmt::format("<|{}|>\n{}<|end|>\n", m.role, m.content);
         if (add_generation_prompt) s += "<|assistant|>\n";
@@ -139,7 +153,8 @@ Result<RenderedChat> render_builtin(const std::vector<Message>& msgs, const toke
                 continue;
             }
             const std::string role = m.role == "assistant" ? "model" : "user";
-            s += fmt::format("<start_of_turn>{}\n{}{}<end_of_turn>\n", role, role == "user" ? system : "", m.content);
+            s += fmt::format("<start_of_turn>{}\n{}{}<end_of_turn>\n", role,
+                             role == "user" ? system : "", m.content);
             if (role == "user") system.clear();
         }
         if (add_generation_prompt) s += "<start_of_turn>model\n";
@@ -155,7 +170,8 @@ Result<RenderedChat> render_builtin(const std::vector<Message>& msgs, const toke
             if (m.role == "user") {
                 std::string content = m.content;
                 if (!system.empty()) {
-                    content = llama2 ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content : system + "\n\n" + content;
+                    content = llama2 ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content
+                                     : system + "\n\n" + content;
                     system.clear();
                 }
                 s += fmt::format("<s>[INST] {} [/INST]", content);
@@ -167,7 +183,10 @@ Result<RenderedChat> render_builtin(const std::vector<Message>& msgs, const toke
         r.family = "default";
         r.add_bos = true;
         for (const auto& m : msgs) {
-            const char* who = m.role == "system" ? "System" : m.role == "user" ? "User" : m.role == "assistant" ? "Assistant" : "Tool";
+            const char* who = m.role == "system"      ? "System"
+                              : m.role == "user"      ? "User"
+                              : m.role == "assistant" ? "Assistant"
+                                                      : "Tool";
             s += fmt::format("{}: {}\n", who, m.content);
         }
         if (add_generation_prompt) s += "Assistant:";

@@ -7,7 +7,6 @@
 // ("System: ...\nUser: ...\nAssistant: ...\nAssistant:", BOS added by the tokenizer).
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "base/result.h"
@@ -18,11 +17,13 @@ namespace pagoda::server {
 struct RenderedChat {
     std::string text;
     bool add_bos = false;  // the tokenizer should add BOS (the template text does not hold it)
-    std::string family;    // jinja, or the built-in: chatml, llama3, llama2, mistral, phi3, gemma, default
+    std::string
+        family;  // jinja, or the built-in: chatml, llama3, llama2, mistral, phi3, gemma, default
 };
 
 // Validates the messages (role and content types; content as a string or a list of
 // {"type": "text", "text": ...} parts) and renders them, ending with the assistant's turn.
-Result<RenderedChat> render_chat(const nlohmann::json& messages, const tokenizer::Vocab& vocab, bool add_generation_prompt);
+Result<RenderedChat> render_chat(const nlohmann::json& messages, const tokenizer::Vocab& vocab,
+                                 bool add_generation_prompt);
 
 }  // namespace pagoda::server

@@ -21,7 +21,9 @@ struct JinjaError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-[[noreturn]] void fail(int line, const std::string& what) { throw JinjaError(fmt::format("chat template line {}: {}", line, what)); }
+[[noreturn]] void fail(int line, const std::string& what) {
+    throw JinjaError(fmt::format("chat template line {}: {}", line, what));
+}
 
 const json& undefined() {
     static const json u(json::value_t::discarded);
@@ -111,15 +113,18 @@ std::vector<Tok> lex_expr(const std::string& s, int line) {
             ++i;
         } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
             size_t j = i;
-            while (j < s.size() && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == '_')) ++j;
+            while (j < s.size() && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == '_'))
+                ++j;
             out.push_back({Tok::kName, s.substr(i, j - i), {}});
             i = j;
         } else if (std::isdigit(static_cast<unsigned char>(c))) {
             size_t j = i;
             bool real = false;
-            while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '.')) {
+            while (j < s.size() &&
+                   (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '.')) {
                 if (s[j] == '.') {
-                    if (j + 1 >= s.size() || !std::isdigit(static_cast<unsigned char>(s[j + 1]))) break;
+                    if (j + 1 >= s.size() || !std::isdigit(static_cast<unsigned char>(s[j + 1])))
+                        break;
                     real = true;
                 }
                 ++j;
@@ -127,7 +132,8 @@ std::vector<Tok> lex_expr(const std::string& s, int line) {
             const std::string t = s.substr(i, j - i);
             errno = 0;
             char* end = nullptr;
-            const json v = real ? json(std::strtod(t.c_str(), &end)) : json(int64_t(std::strtoll(t.c_str(), &end, 10)));
+            const json v = real ? json(std::strtod(t.c_str(), &end))
+                                : json(int64_t(std::strtoll(t.c_str(), &end, 10)));
             if (errno == ERANGE) fail(line, fmt::format("number {} is out of range", t));
             out.push_back({Tok::kNum, t, v});
             i = j;
@@ -147,8 +153,9 @@ std::vector<Tok> lex_expr(const std::string& s, int line) {
             out.push_back({Tok::kStr, v, {}});
             i = j + 1;
         } else {
-            static const char* ops[] = {"==", "!=", "<=", ">=", "//", "**", "(", ")", "[", "]", "{", "}", ",", ":",
-                                        ".",  "|",  "~",  "+",  "-",  "*",  "/", "%", "<", ">", "="};
+            static const char* ops[] = {"==", "!=", "<=", ">=", "//", "**", "(", ")", "[",
+                                        "]",  "{",  "}",  ",",  ":",  ".",  "|", "~", "+",
+                                        "-",  "*",  "/",  "%",  "<",  ">",  "="};
             bool matched = false;
             for (const char* op : ops) {
                 const size_t n = std::char_traits<char>::length(op);
@@ -170,15 +177,19 @@ json call_method(const json& obj, const std::string& m, const std::vector<json>&
     if (obj.is_string()) {
         const std::string& s = obj.get_ref<const std::string&>();
         auto ws = [](char ch) { return std::isspace(static_cast<unsigned char>(ch)) != 0; };
-        auto chars = [&](size_t k) { return a.size() > k && a[k].is_string() ? a[k].get<std::string>() : std::string(); };
+        auto chars = [&](size_t k) {
+            return a.size() > k && a[k].is_string() ? a[k].get<std::string>() : std::string();
+        };
         auto strip_l = [&](std::string x, const std::string& set) {
             size_t p = 0;
-            while (p < x.size() && (set.empty() ? ws(x[p]) : set.find(x[p]) != std::string::npos)) ++p;
+            while (p < x.size() && (set.empty() ? ws(x[p]) : set.find(x[p]) != std::string::npos))
+                ++p;
             return x.substr(p);
         };
         auto strip_r = [&](std::string x, const std::string& set) {
             size_t p = x.size();
-            while (p > 0 && (set.empty() ? ws(x[p - 1]) : set.find(x[p - 1]) != std::string::npos)) --p;
+            while (p > 0 && (set.empty() ? ws(x[p - 1]) : set.find(x[p - 1]) != std::string::npos))
+                --p;
             return x.substr(0, p);
         };
         if (m == "strip") return strip_r(strip_l(s, chars(0)), chars(0));
@@ -189,9 +200,12 @@ json call_method(const json& obj, const std::string& m, const std::vector<json>&
             bool start = true;
             for (size_t k = 0; k < r.size(); ++k) {
                 const unsigned char ch = static_cast<unsigned char>(r[k]);
-                if (m == "upper") r[k] = char(std::toupper(ch));
-                else if (m == "lower") r[k] = char(std::tolower(ch));
-                else if (m == "capitalize") r[k] = char(k == 0 ? std::toupper(ch) : std::tolower(ch));
+                if (m == "upper")
+                    r[k] = char(std::toupper(ch));
+                else if (m == "lower")
+                    r[k] = char(std::tolower(ch));
+                else if (m == "capitalize")
+                    r[k] = char(k == 0 ? std::toupper(ch) : std::tolower(ch));
                 else {
                     r[k] = char(start ? std::toupper(ch) : std::tolower(ch));
                     start = !std::isalpha(ch);
@@ -260,7 +274,8 @@ json call_method(const json& obj, const std::string& m, const std::vector<json>&
             return it != obj.end() ? *it : (a.size() > 1 ? a[1] : json(nullptr));
         }
     }
-    fail(line, fmt::format("unknown method '{}' on a {}", m, is_undef(obj) ? "undefined value" : obj.type_name()));
+    fail(line, fmt::format("unknown method '{}' on a {}", m,
+                           is_undef(obj) ? "undefined value" : obj.type_name()));
 }
 
 json apply_filter(const std::string& f, const json& v, const std::vector<json>& a, int line) {
@@ -275,7 +290,8 @@ json apply_filter(const std::string& f, const json& v, const std::vector<json>& 
         py_json(v, s);
         return s;
     }
-    if (f == "upper" || f == "lower" || f == "capitalize" || f == "title") return call_method(json(to_str(v)), f, {}, line);
+    if (f == "upper" || f == "lower" || f == "capitalize" || f == "title")
+        return call_method(json(to_str(v)), f, {}, line);
     if (f == "string") return to_str(v);
     if (f == "safe") return v;
     if (f == "int") {
@@ -324,15 +340,17 @@ bool apply_test(const std::string& t, const json& v, const std::vector<json>& a,
 }
 
 json arith(const std::string& op, const json& l, const json& r, int line) {
-    if (op == "+" && l.is_string() && r.is_string()) return l.get<std::string>() + r.get<std::string>();
+    if (op == "+" && l.is_string() && r.is_string())
+        return l.get<std::string>() + r.get<std::string>();
     if (op == "+" && l.is_array() && r.is_array()) {
         json out = l;
         for (const auto& x : r) out.push_back(x);
         return out;
     }
     if (!l.is_number() || !r.is_number()) {
-        fail(line, fmt::format("'{}' needs numbers (or two strings / lists for +), got {} and {}", op,
-                               is_undef(l) ? "undefined" : l.type_name(), is_undef(r) ? "undefined" : r.type_name()));
+        fail(line, fmt::format("'{}' needs numbers (or two strings / lists for +), got {} and {}",
+                               op, is_undef(l) ? "undefined" : l.type_name(),
+                               is_undef(r) ? "undefined" : r.type_name()));
     }
     const bool ints = l.is_number_integer() && r.is_number_integer();
     if (ints && op != "/") {
@@ -371,14 +389,19 @@ class ExprParser {
     Expr expr() { return ternary(); }
     bool at_end() const { return t_[p_].kind == Tok::kEnd; }
     const Tok& peek(size_t k = 0) const { return t_[std::min(p_ + k, t_.size() - 1)]; }
-    bool is_op(const char* op, size_t k = 0) const { return peek(k).kind == Tok::kOp && peek(k).text == op; }
-    bool is_name(const char* n, size_t k = 0) const { return peek(k).kind == Tok::kName && peek(k).text == n; }
+    bool is_op(const char* op, size_t k = 0) const {
+        return peek(k).kind == Tok::kOp && peek(k).text == op;
+    }
+    bool is_name(const char* n, size_t k = 0) const {
+        return peek(k).kind == Tok::kName && peek(k).text == n;
+    }
     void expect_op(const char* op) {
         if (!is_op(op)) fail(line_, fmt::format("expected '{}' but found '{}'", op, peek().text));
         ++p_;
     }
     std::string name() {
-        if (peek().kind != Tok::kName) fail(line_, fmt::format("expected a name but found '{}'", peek().text));
+        if (peek().kind != Tok::kName)
+            fail(line_, fmt::format("expected a name but found '{}'", peek().text));
         return t_[p_++].text;
     }
 
@@ -443,7 +466,8 @@ class ExprParser {
         const int line = line_;
         for (;;) {
             std::string op;
-            if (peek().kind == Tok::kOp && (is_op("==") || is_op("!=") || is_op("<") || is_op(">") || is_op("<=") || is_op(">="))) {
+            if (peek().kind == Tok::kOp && (is_op("==") || is_op("!=") || is_op("<") ||
+                                            is_op(">") || is_op("<=") || is_op(">="))) {
                 op = t_[p_++].text;
             } else if (is_name("in")) {
                 ++p_;
@@ -484,9 +508,12 @@ class ExprParser {
                 if (op == "<=") return !less(r, l, line);
                 if (op == ">=") return !less(l, r, line);
                 bool in = false;
-                if (r.is_string()) in = r.get<std::string>().find(to_str(l)) != std::string::npos;
-                else if (r.is_array()) in = std::find(r.begin(), r.end(), l) != r.end();
-                else if (r.is_object()) in = l.is_string() && r.contains(l.get<std::string>());
+                if (r.is_string())
+                    in = r.get<std::string>().find(to_str(l)) != std::string::npos;
+                else if (r.is_array())
+                    in = std::find(r.begin(), r.end(), l) != r.end();
+                else if (r.is_object())
+                    in = l.is_string() && r.contains(l.get<std::string>());
                 return op == "in" ? in : !in;
             };
         }
@@ -539,7 +566,8 @@ class ExprParser {
                 const std::string k = name();
                 ++p_;
                 Expr v = expr();
-                if (kwargs == nullptr) fail(line_, "keyword arguments are only supported by namespace()");
+                if (kwargs == nullptr)
+                    fail(line_, "keyword arguments are only supported by namespace()");
                 kwargs->emplace_back(k, v);
             } else {
                 args.push_back(expr());
@@ -587,10 +615,18 @@ class ExprParser {
                 if (slice) {
                     a = [a, lo, hi](Scope& s) {
                         const json o = a(s);
-                        const int64_t n = o.is_array() ? int64_t(o.size()) : o.is_string() ? int64_t(o.get_ref<const std::string&>().size()) : 0;
-                        auto norm = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
-                        const int64_t b = lo ? norm(lo(s).get<int64_t>()) : 0, e = hi ? norm(hi(s).get<int64_t>()) : n;
-                        if (o.is_string()) return json(e > b ? o.get<std::string>().substr(size_t(b), size_t(e - b)) : "");
+                        const int64_t n = o.is_array() ? int64_t(o.size())
+                                          : o.is_string()
+                                              ? int64_t(o.get_ref<const std::string&>().size())
+                                              : 0;
+                        auto norm = [n](int64_t i) {
+                            return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n);
+                        };
+                        const int64_t b = lo ? norm(lo(s).get<int64_t>()) : 0,
+                                      e = hi ? norm(hi(s).get<int64_t>()) : n;
+                        if (o.is_string())
+                            return json(
+                                e > b ? o.get<std::string>().substr(size_t(b), size_t(e - b)) : "");
                         json out = json::array();
                         for (int64_t i = b; i < e; ++i) out.push_back(o[size_t(i)]);
                         return out;
@@ -603,11 +639,16 @@ class ExprParser {
                             return it != o.end() ? *it : undefined();
                         }
                         if ((o.is_array() || o.is_string()) && k.is_number_integer()) {
-                            const int64_t n = o.is_array() ? int64_t(o.size()) : int64_t(o.get_ref<const std::string&>().size());
+                            const int64_t n = o.is_array()
+                                                  ? int64_t(o.size())
+                                                  : int64_t(o.get_ref<const std::string&>().size());
                             int64_t i = k.get<int64_t>();
                             if (i < 0) i += n;
                             if (i < 0 || i >= n) return undefined();
-                            return o.is_array() ? o[size_t(i)] : json(std::string(1, o.get_ref<const std::string&>()[size_t(i)]));
+                            return o.is_array()
+                                       ? o[size_t(i)]
+                                       : json(std::string(
+                                             1, o.get_ref<const std::string&>()[size_t(i)]));
                         }
                         return undefined();
                     };
@@ -688,7 +729,8 @@ class ExprParser {
                 auto args = call_args(n == "namespace" ? &kwargs : nullptr);
                 if (n == "raise_exception") {
                     return [args, line](Scope& s) -> json {
-                        fail(line, "the template raised: " + (args.empty() ? std::string() : to_str(args[0](s))));
+                        fail(line, "the template raised: " +
+                                       (args.empty() ? std::string() : to_str(args[0](s))));
                     };
                 }
                 if (n == "namespace") {
@@ -701,9 +743,12 @@ class ExprParser {
                 if (n == "range") {
                     return [args, line](Scope& s) {
                         int64_t b = 0, e = 0;
-                        if (args.size() == 1) e = args[0](s).get<int64_t>();
-                        else if (args.size() >= 2) b = args[0](s).get<int64_t>(), e = args[1](s).get<int64_t>();
-                        else fail(line, "range() needs 1 or 2 arguments");
+                        if (args.size() == 1)
+                            e = args[0](s).get<int64_t>();
+                        else if (args.size() >= 2)
+                            b = args[0](s).get<int64_t>(), e = args[1](s).get<int64_t>();
+                        else
+                            fail(line, "range() needs 1 or 2 arguments");
                         if (e - b > 100000) fail(line, "range() of more than 100000 numbers");
                         json out = json::array();
                         for (int64_t i = b; i < e; ++i) out.push_back(i);
@@ -733,12 +778,13 @@ class ExprParser {
 
 struct Template::Node {
     enum Kind { kText, kOutput, kIf, kFor, kSet, kBlock } kind = kBlock;
-    std::string text;                                     // kText
-    Expr expr;                                            // kOutput, kSet value, kFor iterable
-    std::vector<std::pair<Expr, std::vector<Node>>> branches;  // kIf: (condition or empty = else, body)
-    std::vector<std::string> vars;                        // kFor targets
-    std::string set_name, set_attr;                       // kSet
-    std::vector<Node> body, else_body;                    // kFor / kBlock
+    std::string text;  // kText
+    Expr expr;         // kOutput, kSet value, kFor iterable
+    std::vector<std::pair<Expr, std::vector<Node>>>
+        branches;                       // kIf: (condition or empty = else, body)
+    std::vector<std::string> vars;      // kFor targets
+    std::string set_name, set_attr;     // kSet
+    std::vector<Node> body, else_body;  // kFor / kBlock
     int line = 0;
 };
 
@@ -754,7 +800,8 @@ std::vector<Piece> split(const std::string& src) {
     std::vector<Piece> out;
     size_t i = 0;
     int line = 1;
-    bool trim_next = false;  // strip leading whitespace of the next text ('-' or trim_blocks newline)
+    bool trim_next =
+        false;  // strip leading whitespace of the next text ('-' or trim_blocks newline)
     bool trim_newline = false;
     auto count_lines = [&](size_t a, size_t b) {
         for (size_t k = a; k < b && k < src.size(); ++k) line += src[k] == '\n';
@@ -783,11 +830,13 @@ std::vector<Piece> split(const std::string& src) {
             size_t e = text.size();
             while (e > 0 && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
             text.resize(e);
-        } else if (kind != '{' && !plus_open) {  // lstrip_blocks: only spaces before a block tag on its line
+        } else if (kind != '{' &&
+                   !plus_open) {  // lstrip_blocks: only spaces before a block tag on its line
             const size_t nl = text.rfind('\n');
             const size_t from = nl == std::string::npos ? 0 : nl + 1;
             bool only_ws = true;
-            for (size_t k = from; k < text.size(); ++k) only_ws = only_ws && (text[k] == ' ' || text[k] == '\t');
+            for (size_t k = from; k < text.size(); ++k)
+                only_ws = only_ws && (text[k] == ' ' || text[k] == '\t');
             const bool line_start = nl != std::string::npos || began_line;
             if (only_ws && line_start) text.resize(from);
         }
@@ -805,8 +854,10 @@ std::vector<Piece> split(const std::string& src) {
         if (kind == '%') out.push_back({Piece::kStmt, body, line});
         count_lines(open, end + 2);
         i = end + 2;
-        if (minus_close) trim_next = true;
-        else if (kind != '{') trim_newline = true;  // trim_blocks
+        if (minus_close)
+            trim_next = true;
+        else if (kind != '{')
+            trim_newline = true;  // trim_blocks
     }
     return out;
 }
@@ -824,13 +875,17 @@ std::string first_word(const std::string& s) {
     return s.substr(0, e);
 }
 
-Expr compile(const std::string& s, int line) { return ExprParser(lex_expr(s, line), line).parse_all(); }
+Expr compile(const std::string& s, int line) {
+    return ExprParser(lex_expr(s, line), line).parse_all();
+}
 
 // Parses pieces[pos..] until one of `stops` (a statement keyword); returns the stop found.
-std::string parse_body(const std::vector<Piece>& pieces, size_t& pos, std::vector<Template::Node>& out,
-                       const std::vector<std::string>& stops, int depth = 0) {
+std::string parse_body(const std::vector<Piece>& pieces, size_t& pos,
+                       std::vector<Template::Node>& out, const std::vector<std::string>& stops,
+                       int depth = 0) {
     using Node = Template::Node;
-    if (depth > 64) fail(pos < pieces.size() ? pieces[pos].line : 0, "statements nested too deeply (limit 64)");
+    if (depth > 64)
+        fail(pos < pieces.size() ? pieces[pos].line : 0, "statements nested too deeply (limit 64)");
     while (pos < pieces.size()) {
         const Piece& p = pieces[pos];
         if (p.kind == Piece::kText) {
@@ -864,7 +919,8 @@ std::string parse_body(const std::vector<Piece>& pieces, size_t& pos, std::vecto
             Expr cond = compile(rest, p.line);
             for (;;) {
                 std::vector<Node> body;
-                const std::string stop = parse_body(pieces, pos, body, {"elif", "else", "endif"}, depth + 1);
+                const std::string stop =
+                    parse_body(pieces, pos, body, {"elif", "else", "endif"}, depth + 1);
                 if (stop.empty()) fail(p.line, "'if' without 'endif'");
                 n.branches.emplace_back(cond, std::move(body));
                 const Piece& sp = pieces[pos];
@@ -872,7 +928,8 @@ std::string parse_body(const std::vector<Piece>& pieces, size_t& pos, std::vecto
                 if (stop == "endif") break;
                 if (stop == "else") {
                     std::vector<Node> eb;
-                    if (parse_body(pieces, pos, eb, {"endif"}, depth + 1).empty()) fail(p.line, "'if' without 'endif'");
+                    if (parse_body(pieces, pos, eb, {"endif"}, depth + 1).empty())
+                        fail(p.line, "'if' without 'endif'");
                     ++pos;
                     n.branches.emplace_back(Expr{}, std::move(eb));
                     break;
@@ -895,13 +952,15 @@ std::string parse_body(const std::vector<Piece>& pieces, size_t& pos, std::vecto
             }
             n.vars.push_back(trim(vars));
             std::string iter = trim(rest.substr(in + 4));
-            if (iter.size() > 10 && iter.find(" recursive") == iter.size() - 10) fail(p.line, "recursive loops are not supported");
+            if (iter.size() > 10 && iter.find(" recursive") == iter.size() - 10)
+                fail(p.line, "recursive loops are not supported");
             n.expr = compile(iter, p.line);
             const std::string stop = parse_body(pieces, pos, n.body, {"else", "endfor"}, depth + 1);
             if (stop.empty()) fail(p.line, "'for' without 'endfor'");
             ++pos;
             if (stop == "else") {
-                if (parse_body(pieces, pos, n.else_body, {"endfor"}, depth + 1).empty()) fail(p.line, "'for' without 'endfor'");
+                if (parse_body(pieces, pos, n.else_body, {"endfor"}, depth + 1).empty())
+                    fail(p.line, "'for' without 'endfor'");
                 ++pos;
             }
             out.push_back(std::move(n));
@@ -910,7 +969,8 @@ std::string parse_body(const std::vector<Piece>& pieces, size_t& pos, std::vecto
             n.kind = Node::kSet;
             n.line = p.line;
             const size_t eq = rest.find('=');
-            if (eq == std::string::npos) fail(p.line, "block 'set' is not supported; use 'set x = value'");
+            if (eq == std::string::npos)
+                fail(p.line, "block 'set' is not supported; use 'set x = value'");
             const std::string target = trim(rest.substr(0, eq));
             const size_t dot = target.find('.');
             n.set_name = trim(target.substr(0, dot));
@@ -947,7 +1007,8 @@ void run(const std::vector<Template::Node>& nodes, Scope& s, std::string& out) {
                     s.frames.back()[n.set_name] = std::move(v);
                 } else {
                     json* ns = s.find(n.set_name);
-                    if (ns == nullptr || !ns->is_object()) fail(n.line, fmt::format("'{}' is not a namespace", n.set_name));
+                    if (ns == nullptr || !ns->is_object())
+                        fail(n.line, fmt::format("'{}' is not a namespace", n.set_name));
                     (*ns)[n.set_attr] = std::move(v);
                 }
                 break;
@@ -955,7 +1016,8 @@ void run(const std::vector<Template::Node>& nodes, Scope& s, std::string& out) {
             case Node::kFor: {
                 json it = n.expr(s);
                 json items = json::array();
-                if (it.is_array()) items = it;
+                if (it.is_array())
+                    items = it;
                 else if (it.is_object()) {
                     for (const auto& [k, v] : it.items()) items.push_back(k);
                 } else if (it.is_string()) {
@@ -975,10 +1037,17 @@ void run(const std::vector<Template::Node>& nodes, Scope& s, std::string& out) {
                     if (n.vars.size() == 1) {
                         f[n.vars[0]] = items[i];
                     } else {
-                        for (size_t k = 0; k < n.vars.size(); ++k) f[n.vars[k]] = items[i].is_array() && k < items[i].size() ? items[i][k] : undefined();
+                        for (size_t k = 0; k < n.vars.size(); ++k)
+                            f[n.vars[k]] = items[i].is_array() && k < items[i].size() ? items[i][k]
+                                                                                      : undefined();
                     }
-                    f["loop"] = {{"index", i + 1}, {"index0", i}, {"first", i == 0}, {"last", i + 1 == len},
-                                 {"length", len}, {"revindex", len - i}, {"revindex0", len - i - 1},
+                    f["loop"] = {{"index", i + 1},
+                                 {"index0", i},
+                                 {"first", i == 0},
+                                 {"last", i + 1 == len},
+                                 {"length", len},
+                                 {"revindex", len - i},
+                                 {"revindex0", len - i - 1},
                                  {"previtem", i > 0 ? items[i - 1] : undefined()},
                                  {"nextitem", i + 1 < len ? items[i + 1] : undefined()}};
                     run(n.body, s, out);
@@ -1009,8 +1078,10 @@ Result<Template> Template::parse(const std::string& source_in) {
         auto root = std::make_shared<Node>();
         root->kind = Node::kBlock;
         size_t pos = 0;
-        const std::string stop = parse_body(pieces, pos, root->body, {"endif", "endfor", "elif", "else"});
-        if (!stop.empty()) fail(pieces[pos].line, fmt::format("'{}' without its opening statement", stop));
+        const std::string stop =
+            parse_body(pieces, pos, root->body, {"endif", "endfor", "elif", "else"});
+        if (!stop.empty())
+            fail(pieces[pos].line, fmt::format("'{}' without its opening statement", stop));
         Template t;
         t.root_ = std::move(root);
         return t;

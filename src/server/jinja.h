@@ -11,9 +11,8 @@
 // get), arithmetic, ~ concatenation, comparisons, in, and/or/not, and `a if c else b`.
 // Errors name the template line and what was not understood.
 
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "base/result.h"

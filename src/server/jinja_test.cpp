@@ -16,7 +16,8 @@
 namespace pagoda::server::jinja {
 
 using json = nlohmann::json;
-const std::filesystem::path kDir = std::filesystem::path(PAGODA_SOURCE_DIR) / "testdata" / "chat-templates";
+const std::filesystem::path kDir =
+    std::filesystem::path(PAGODA_SOURCE_DIR) / "testdata" / "chat-templates";
 
 std::string slurp(const std::filesystem::path& p) {
     std::ifstream in(p, std::ios::binary);
@@ -36,7 +37,10 @@ TEST(Jinja, GoldenRenderings) {
         auto t = Template::parse(slurp(entry.path()));
         ASSERT_TRUE(t.ok()) << name << ": " << t.error().message;
         for (const auto& [set, messages] : sets.items()) {
-            const json ctx = {{"messages", messages}, {"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_generation_prompt", true}};
+            const json ctx = {{"messages", messages},
+                              {"bos_token", "<s>"},
+                              {"eos_token", "</s>"},
+                              {"add_generation_prompt", true}};
             const auto out = kDir / (name + "." + set + ".out");
             const auto err = kDir / (name + "." + set + ".err");
             auto r = t->render(ctx);
@@ -59,7 +63,8 @@ TEST(Jinja, GoldenRenderings) {
 TEST(Jinja, ErrorsNameTheLine) {
     auto t = Template::parse("line one\n{% for x in xs %}\n{{ x }}\n");
     ASSERT_FALSE(t.ok());
-    EXPECT_NE(t.error().message.find("line 2: 'for' without 'endfor'"), std::string::npos) << t.error().message;
+    EXPECT_NE(t.error().message.find("line 2: 'for' without 'endfor'"), std::string::npos)
+        << t.error().message;
     auto u = Template::parse("{% macro m() %}{% endmacro %}");
     ASSERT_FALSE(u.ok());
     EXPECT_NE(u.error().message.find("unsupported statement 'macro'"), std::string::npos);
@@ -74,12 +79,16 @@ TEST(Jinja, ErrorsNameTheLine) {
 
 TEST(Jinja, Expressions) {
     auto t = Template::parse(
-        "{{ 7 // 2 }} {{ 7 % 3 }} {{ 'a' ~ 1 }} {{ [1, 2, 3][-1] }} {{ {'k': 'v'}['k'] }} {{ 'x' if none else 'y' }} "
-        "{{ 'ab' in 'cab' }} {{ 3 not in [1, 2] }} {{ undefined_var is defined }} {{ (1, 2) if false else 'z' }}");
+        "{{ 7 // 2 }} {{ 7 % 3 }} {{ 'a' ~ 1 }} {{ [1, 2, 3][-1] }} {{ {'k': 'v'}['k'] }} {{ 'x' "
+        "if none else 'y' }} "
+        "{{ 'ab' in 'cab' }} {{ 3 not in [1, 2] }} {{ undefined_var is defined }} {{ (1, 2) if "
+        "false else 'z' }}");
     ASSERT_FALSE(t.ok());  // tuples are not in the subset: a clear error, not a crash
     auto u = Template::parse(
-        "{{ 7 // 2 }} {{ 7 % 3 }} {{ 'a' ~ 1 }} {{ [1, 2, 3][-1] }} {{ {'k': 'v'}['k'] }} {{ 'x' if none else 'y' }} "
-        "{{ 'ab' in 'cab' }} {{ 3 not in [1, 2] }} {{ undefined_var is defined }} {{ d.get('a', 5) }} {{ s.title() }}");
+        "{{ 7 // 2 }} {{ 7 % 3 }} {{ 'a' ~ 1 }} {{ [1, 2, 3][-1] }} {{ {'k': 'v'}['k'] }} {{ 'x' "
+        "if none else 'y' }} "
+        "{{ 'ab' in 'cab' }} {{ 3 not in [1, 2] }} {{ undefined_var is defined }} {{ d.get('a', 5) "
+        "}} {{ s.title() }}");
     ASSERT_TRUE(u.ok()) << u.error().message;
     auto r = u->render(json{{"d", json::object()}, {"s", "hello world"}});
     ASSERT_TRUE(r.ok()) << r.error().message;
@@ -89,12 +98,12 @@ TEST(Jinja, Expressions) {
 }  // namespace
 }  // namespace pagoda::server::jinja
 
-
 namespace pagoda::server {
 namespace {
 
 TEST(ChatTemplate, ModelTemplateFromGgufRendersWithJinja) {
-    auto g = model::open_gguf(std::string(PAGODA_SOURCE_DIR) + "/testdata/tokenizer-vectors/ggml-vocab-phi-3.gguf");
+    auto g = model::open_gguf(std::string(PAGODA_SOURCE_DIR) +
+                              "/testdata/tokenizer-vectors/ggml-vocab-phi-3.gguf");
     ASSERT_TRUE(g.ok()) << g.error().message;
     auto tok = tokenizer::Tokenizer::from_gguf(*g->gguf);
     ASSERT_TRUE(tok.ok()) << tok.error().message;

@@ -1,12 +1,11 @@
 #include "server/openai_server.h"
 
-#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <random>
-
-#include <unistd.h>
 
 #include "base/log.h"
 #include "server/chat_template.h"
@@ -28,8 +27,12 @@ http::Response json_response(int status, const json& j) {
 }
 
 // OpenAI's error shape; `code` carries the HTTP status as vLLM does.
-http::Response error(int status, const std::string& message, const std::string& type, const std::string& param = "") {
-    json e = {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)}, {"code", status}};
+http::Response error(int status, const std::string& message, const std::string& type,
+                     const std::string& param = "") {
+    json e = {{"message", message},
+              {"type", type},
+              {"param", param.empty() ? json(nullptr) : json(param)},
+              {"code", status}};
     return json_response(status, json{{"error", e}});
 }
 
@@ -41,9 +44,10 @@ std::string random_id(const char* prefix) {
 }
 
 int64_t unix_now() {
-    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
 }
-
 
 const char* finish_name(engine::FinishReason r) {
     switch (r) {
@@ -68,7 +72,8 @@ ProcessStats read_process_stats() {
     const long page = sysconf(_SC_PAGESIZE), tick = sysconf(_SC_CLK_TCK);
     if (FILE* f = std::fopen("/proc/self/statm", "r")) {
         long size = 0, resident = 0;
-        if (std::fscanf(f, "%ld %ld", &size, &resident) == 2) ps.rss_bytes = int64_t(resident) * page;
+        if (std::fscanf(f, "%ld %ld", &size, &resident) == 2)
+            ps.rss_bytes = int64_t(resident) * page;
         std::fclose(f);
     }
     if (FILE* f = std::fopen("/proc/self/stat", "r")) {
@@ -81,9 +86,12 @@ ProcessStats read_process_stats() {
         if (p != nullptr) {
             unsigned long utime = 0, stime = 0;
             long threads = 0;
-            // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime priority nice num_threads
-            if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %ld", &utime, &stime,
-                            &threads) == 3) {
+            // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+            // cutime cstime priority nice num_threads
+            if (std::sscanf(
+                    p + 2,
+                    "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %ld",
+                    &utime, &stime, &threads) == 3) {
                 ps.cpu_seconds = double(utime + stime) / double(tick);
                 ps.threads = threads;
             }
@@ -93,9 +101,12 @@ ProcessStats read_process_stats() {
 }
 
 std::vector<double> latency_buckets() {
-    return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+    return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+            0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
 }
-std::vector<double> token_buckets() { return {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000}; }
+std::vector<double> token_buckets() {
+    return {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000};
+}
 
 std::optional<json> parse_body(const http::Request& req, http::Response& err);
 
@@ -116,7 +127,8 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
     std::vector<std::shared_ptr<engine::RequestStream>> streams;
     std::vector<bool> stream_done;
     std::vector<std::string> text, finish, stop_reason;
-    std::vector<json> lps;  // per choice: completions {tokens, token_logprobs, ...} or chat content list
+    std::vector<json>
+        lps;  // per choice: completions {tokens, token_logprobs, ...} or chat content list
     std::vector<bool> role_sent;
     std::vector<Clock::time_point> last_time;
     std::vector<std::vector<double>> itl;  // per stream (request)
@@ -126,7 +138,8 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
     bool complete = false;
 
     std::string piece(int32_t id) const {
-        return tokenizer::sanitize_utf8(srv->engine_.model().tokenizer().token_bytes(id, tokenizer::SkipSpecial::kNo));
+        return tokenizer::sanitize_utf8(
+            srv->engine_.model().tokenizer().token_bytes(id, tokenizer::SkipSpecial::kNo));
     }
 
     void add_logprobs(size_t c, const engine::Event& ev, json* delta_lp) {
@@ -135,10 +148,14 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
                 json top = json::array();
                 for (const auto& [tid, l] : lp.top) {
                     const std::string t = piece(tid);
-                    top.push_back({{"token", t}, {"logprob", l}, {"bytes", std::vector<uint8_t>(t.begin(), t.end())}});
+                    top.push_back({{"token", t},
+                                   {"logprob", l},
+                                   {"bytes", std::vector<uint8_t>(t.begin(), t.end())}});
                 }
                 const std::string t = piece(lp.token);
-                json item = {{"token", t}, {"logprob", lp.logprob}, {"bytes", std::vector<uint8_t>(t.begin(), t.end())},
+                json item = {{"token", t},
+                             {"logprob", lp.logprob},
+                             {"bytes", std::vector<uint8_t>(t.begin(), t.end())},
                              {"top_logprobs", top}};
                 lps[c]["content"].push_back(item);
                 if (delta_lp) (*delta_lp)["content"].push_back(item);
@@ -158,10 +175,15 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
         }
     }
 
-    void send_chunk(const json& j) { resp->write("data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"); }
+    void send_chunk(const json& j) {
+        resp->write("data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
+    }
 
     json chunk_head() const {
-        return {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", model}};
+        return {{"id", id},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", model}};
     }
 
     void pump() {
@@ -183,7 +205,8 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
     void on_event(size_t s, const engine::Event& ev) {
         const size_t c = s * size_t(n) + size_t(ev.index);
         if (!ev.token_ids.empty()) {
-            if (last_time[c] != Clock::time_point{}) itl[s].push_back(std::chrono::duration<double>(ev.time - last_time[c]).count());
+            if (last_time[c] != Clock::time_point{})
+                itl[s].push_back(std::chrono::duration<double>(ev.time - last_time[c]).count());
             last_time[c] = ev.time;
         }
         text[c] += ev.text;
@@ -193,7 +216,8 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
         if (ev.finish) {
             finish[c] = finish_name(*ev.finish);
             stop_reason[c] = ev.stop_reason;
-            if (*ev.finish == engine::FinishReason::kRejected || *ev.finish == engine::FinishReason::kError ||
+            if (*ev.finish == engine::FinishReason::kRejected ||
+                *ev.finish == engine::FinishReason::kError ||
                 *ev.finish == engine::FinishReason::kTimeout) {
                 error_reason = *ev.finish;
                 if (!ev.error.empty()) error_message = ev.error;
@@ -201,7 +225,8 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
         }
         if (stream && (!ev.text.empty() || ev.finish || !delta_lp.is_null())) {
             json j = chunk_head();
-            json choice = {{"index", c}, {"logprobs", delta_lp.is_null() ? json(nullptr) : delta_lp},
+            json choice = {{"index", c},
+                           {"logprobs", delta_lp.is_null() ? json(nullptr) : delta_lp},
                            {"finish_reason", ev.finish ? json(finish[c]) : json(nullptr)}};
             if (chat) {
                 json delta = json::object();
@@ -232,7 +257,8 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
         json u = {{"prompt_tokens", usage.prompt_tokens},
                   {"completion_tokens", usage.completion_tokens},
                   {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
-        if (usage.cached_tokens > 0) u["prompt_tokens_details"] = {{"cached_tokens", usage.cached_tokens}};
+        if (usage.cached_tokens > 0)
+            u["prompt_tokens_details"] = {{"cached_tokens", usage.cached_tokens}};
         return u;
     }
 
@@ -240,12 +266,17 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
         complete = true;
         for (auto& s : streams) s->set_notify({});  // releases the notifiers' hold on this call
         --srv->in_flight_;
-        const bool failed = error_reason != engine::FinishReason::kStop && usage.completion_tokens == 0;
+        const bool failed =
+            error_reason != engine::FinishReason::kStop && usage.completion_tokens == 0;
         if ((stream || !failed) && !warmup) ++srv->http_by_status_[2];
         if (stream) {
             if (failed) {
-                send_chunk(json{{"error", {{"message", error_message.empty() ? "the request failed" : error_message},
-                                           {"type", "server_error"}, {"param", nullptr}, {"code", 500}}}});
+                send_chunk(json{
+                    {"error",
+                     {{"message", error_message.empty() ? "the request failed" : error_message},
+                      {"type", "server_error"},
+                      {"param", nullptr},
+                      {"code", 500}}}});
             } else if (include_usage) {
                 json j = chunk_head();
                 j["choices"] = json::array();
@@ -271,16 +302,14 @@ struct OpenAiServer::Call : std::enable_shared_from_this<OpenAiServer::Call> {
                 choice["message"] = {{"role", "assistant"}, {"content", text[c]}};
             } else {
                 choice["text"] = text[c];
-                choice["stop_reason"] = stop_reason[c].empty() ? json(nullptr) : json(stop_reason[c]);
+                choice["stop_reason"] =
+                    stop_reason[c].empty() ? json(nullptr) : json(stop_reason[c]);
             }
             choices.push_back(choice);
         }
-        json body = {{"id", id},
-                     {"object", chat ? "chat.completion" : "text_completion"},
-                     {"created", created},
-                     {"model", model},
-                     {"choices", choices},
-                     {"usage", usage_json()}};
+        json body = {{"id", id},           {"object", chat ? "chat.completion" : "text_completion"},
+                     {"created", created}, {"model", model},
+                     {"choices", choices}, {"usage", usage_json()}};
         resp->send(json_response(200, body));
     }
 
@@ -321,11 +350,13 @@ http::Reply OpenAiServer::handle(const http::Request& req, bool warmup) {
         const std::string& p = req.path;
         if (p == "/health") {
             const auto age = Clock::now() - engine_.last_heartbeat();
-            if (age > cfg_.stall_timeout) return reply(error(503, "the engine loop is stalled", "server_error"));
+            if (age > cfg_.stall_timeout)
+                return reply(error(503, "the engine loop is stalled", "server_error"));
             return reply(json_response(200, json::object()));
         }
         if (p == "/ready") {
-            if (draining_) return reply(error(503, "draining: not accepting new requests", "server_error"));
+            if (draining_)
+                return reply(error(503, "draining: not accepting new requests", "server_error"));
             if (!ready_) return reply(error(503, "warming up", "server_error"));
             return reply(json_response(200, json{{"status", "ready"}}));
         }
@@ -335,23 +366,29 @@ http::Reply OpenAiServer::handle(const http::Request& req, bool warmup) {
             m.body = metrics_text();
             return reply(std::move(m));
         }
-        const bool api = p.rfind("/v1/", 0) == 0 || p == "/tokenize" || p == "/detokenize" || p.rfind("/admin/", 0) == 0;
+        const bool api = p.rfind("/v1/", 0) == 0 || p == "/tokenize" || p == "/detokenize" ||
+                         p.rfind("/admin/", 0) == 0;
         if (api && !authorized(req)) {
-            return reply(error(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "authentication_error"));
+            return reply(error(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
+                               "authentication_error"));
         }
         if (p == "/v1/models" && req.method == "GET") return models();
         if (p == "/v1/completions" && req.method == "POST") return completions(req, false, warmup);
-        if (p == "/v1/chat/completions" && req.method == "POST") return completions(req, true, warmup);
+        if (p == "/v1/chat/completions" && req.method == "POST")
+            return completions(req, true, warmup);
         if (p == "/tokenize" && req.method == "POST") return tokenize(req);
         if (p == "/detokenize" && req.method == "POST") return detokenize(req);
         if (p == "/admin/drain" && req.method == "POST") {
             start_drain();
             log_info("drain requested over HTTP from {} ({} in flight)", req.remote, in_flight());
-            return reply(json_response(200, json{{"status", "draining"}, {"in_flight", in_flight()}}));
+            return reply(
+                json_response(200, json{{"status", "draining"}, {"in_flight", in_flight()}}));
         }
-        if (p == "/admin/knobs" && req.method == "GET") return reply(json_response(200, knobs_json(engine_.knobs())));
+        if (p == "/admin/knobs" && req.method == "GET")
+            return reply(json_response(200, knobs_json(engine_.knobs())));
         if (p == "/admin/knobs" && req.method == "PUT") return put_knobs(req);
-        return reply(error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
+        return reply(
+            error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
     }();
     if (!r.deferred) ++http_by_status_[std::clamp(r.now.status / 100, 1, 5)];
     return r;
@@ -378,14 +415,18 @@ http::Reply OpenAiServer::put_knobs(const http::Request& req) {
                       : key == "max_waiting_requests"         ? &k.max_waiting_requests
                                                               : nullptr;
         if (target == nullptr && target64 == nullptr) {
-            return reply(error(400,
-                               fmt::format("unknown knob '{}' (known: max_num_seqs, max_num_batched_tokens, "
-                                           "long_prefill_token_threshold, max_waiting_requests, max_waiting_tokens)",
-                                           key),
-                               "invalid_request_error", key));
+            return reply(
+                error(400,
+                      fmt::format(
+                          "unknown knob '{}' (known: max_num_seqs, max_num_batched_tokens, "
+                          "long_prefill_token_threshold, max_waiting_requests, max_waiting_tokens)",
+                          key),
+                      "invalid_request_error", key));
         }
         if (!v.is_number_integer()) {
-            return reply(error(400, fmt::format("'{}' must be an integer, got {}", key, v.type_name()), "invalid_request_error", key));
+            return reply(error(400,
+                               fmt::format("'{}' must be an integer, got {}", key, v.type_name()),
+                               "invalid_request_error", key));
         }
         const int64_t x = v.get<int64_t>();
         if (target64 != nullptr) {
@@ -394,13 +435,18 @@ http::Reply OpenAiServer::put_knobs(const http::Request& req) {
             *target = int(std::clamp<int64_t>(x, INT32_MIN, INT32_MAX));
         }
     }
-    if (Status st = engine_.set_knobs(k); !st.ok()) return reply(error(400, st.error().message, "invalid_request_error"));
+    if (Status st = engine_.set_knobs(k); !st.ok())
+        return reply(error(400, st.error().message, "invalid_request_error"));
     return reply(json_response(200, knobs_json(k)));
 }
 
 http::Reply OpenAiServer::models() const {
-    json m = {{"id", cfg_.served_model_name}, {"object", "model"}, {"created", created_}, {"owned_by", "pagoda"},
-              {"root", cfg_.served_model_name}, {"max_model_len", engine_.config().sched.max_model_len}};
+    json m = {{"id", cfg_.served_model_name},
+              {"object", "model"},
+              {"created", created_},
+              {"owned_by", "pagoda"},
+              {"root", cfg_.served_model_name},
+              {"max_model_len", engine_.config().sched.max_model_len}};
     return reply(json_response(200, json{{"object", "list"}, {"data", json::array({m})}}));
 }
 
@@ -416,7 +462,8 @@ std::optional<json> parse_body(const http::Request& req, http::Response& err) {
         }
         return j;
     } catch (const json::parse_error& e) {
-        err = error(400, fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_request_error");
+        err = error(400, fmt::format("the request body is not valid JSON: {}", e.what()),
+                    "invalid_request_error");
         return std::nullopt;
     }
 }
@@ -429,21 +476,27 @@ http::Reply OpenAiServer::tokenize(const http::Request& req) {
     if (!j) return reply(err);
     const auto& tok = engine_.model().tokenizer();
     bool add_special = true;
-    if (auto e = read(*j, "add_special_tokens", add_special, "a boolean")) return reply(error(400, e->message, "invalid_request_error", e->param));
+    if (auto e = read(*j, "add_special_tokens", add_special, "a boolean"))
+        return reply(error(400, e->message, "invalid_request_error", e->param));
     std::string text;
     if (j->contains("messages")) {
         auto rendered = render_chat((*j)["messages"], tok.vocab(), true);
-        if (!rendered.ok()) return reply(error(400, rendered.error().message, "invalid_request_error", "messages"));
+        if (!rendered.ok())
+            return reply(error(400, rendered.error().message, "invalid_request_error", "messages"));
         text = rendered->text;
         add_special = rendered->add_bos;
     } else if (auto e = read(*j, "prompt", text, "a string")) {
         return reply(error(400, e->message, "invalid_request_error", e->param));
     } else if (!j->contains("prompt")) {
-        return reply(error(400, "'prompt' (a string) or 'messages' is required", "invalid_request_error", "prompt"));
+        return reply(error(400, "'prompt' (a string) or 'messages' is required",
+                           "invalid_request_error", "prompt"));
     }
-    const auto ids = tok.encode(text, {add_special ? tokenizer::AddSpecial::kYes : tokenizer::AddSpecial::kNo,
-                                       tokenizer::ParseSpecial::kYes});
-    return reply(json_response(200, json{{"count", ids.size()}, {"max_model_len", engine_.config().sched.max_model_len}, {"tokens", ids}}));
+    const auto ids =
+        tok.encode(text, {add_special ? tokenizer::AddSpecial::kYes : tokenizer::AddSpecial::kNo,
+                          tokenizer::ParseSpecial::kYes});
+    return reply(json_response(200, json{{"count", ids.size()},
+                                         {"max_model_len", engine_.config().sched.max_model_len},
+                                         {"tokens", ids}}));
 }
 
 http::Reply OpenAiServer::detokenize(const http::Request& req) {
@@ -451,35 +504,47 @@ http::Reply OpenAiServer::detokenize(const http::Request& req) {
     auto j = parse_body(req, err);
     if (!j) return reply(err);
     auto it = j->find("tokens");
-    if (it == j->end() || !it->is_array()) return reply(error(400, "'tokens' (a list of token ids) is required", "invalid_request_error", "tokens"));
+    if (it == j->end() || !it->is_array())
+        return reply(error(400, "'tokens' (a list of token ids) is required",
+                           "invalid_request_error", "tokens"));
     std::vector<int32_t> ids;
     const int64_t vocab = engine_.model().config().vocab_size;
     for (const auto& t : *it) {
         if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab) {
-            return reply(error(400, fmt::format("'tokens' must hold token ids in [0, {})", vocab), "invalid_request_error", "tokens"));
+            return reply(error(400, fmt::format("'tokens' must hold token ids in [0, {})", vocab),
+                               "invalid_request_error", "tokens"));
         }
         ids.push_back(t.get<int32_t>());
     }
-    return reply(json_response(200, json{{"prompt", tokenizer::sanitize_utf8(engine_.model().tokenizer().decode(ids))}}));
+    return reply(json_response(
+        200, json{{"prompt", tokenizer::sanitize_utf8(engine_.model().tokenizer().decode(ids))}}));
 }
 
 http::Reply OpenAiServer::completions(const http::Request& req, bool chat, bool warmup) {
-    if (draining_) return reply(error(503, "the server is draining and accepts no new requests", "server_error"));
-    if (!ready_ && !warmup) return reply(error(503, "the server is warming up; retry shortly", "server_error"));
+    if (draining_)
+        return reply(
+            error(503, "the server is draining and accepts no new requests", "server_error"));
+    if (!ready_ && !warmup)
+        return reply(error(503, "the server is warming up; retry shortly", "server_error"));
     http::Response err;
     auto body = parse_body(req, err);
     if (!body) return reply(err);
-    auto parsed = parse_generation_request(*body, chat,
-                                           {cfg_.served_model_name, engine_.config().sched.max_model_len,
-                                            engine_.model().config().vocab_size},
-                                           engine_.model().tokenizer());
-    if (auto* e = std::get_if<RequestError>(&parsed)) return reply(error(e->status, e->message, e->type, e->param));
+    auto parsed =
+        parse_generation_request(*body, chat,
+                                 {cfg_.served_model_name, engine_.config().sched.max_model_len,
+                                  engine_.model().config().vocab_size},
+                                 engine_.model().tokenizer());
+    if (auto* e = std::get_if<RequestError>(&parsed))
+        return reply(error(e->status, e->message, e->type, e->param));
     ParsedRequest& pr = std::get<ParsedRequest>(parsed);
     auto& prompts = pr.prompts;
     const engine::SamplingParams& sp = pr.sampling;
     const int priority = pr.priority;
-    const bool stream = pr.stream, include_usage = pr.include_usage, chat_logprobs = pr.chat_logprobs;
-    auto bad = [](const std::string& msg, const std::string& param) { return reply(error(400, msg, "invalid_request_error", param)); };
+    const bool stream = pr.stream, include_usage = pr.include_usage,
+               chat_logprobs = pr.chat_logprobs;
+    auto bad = [](const std::string& msg, const std::string& param) {
+        return reply(error(400, msg, "invalid_request_error", param));
+    };
 
     auto call = std::make_shared<Call>();
     call->srv = this;
@@ -498,8 +563,10 @@ http::Reply OpenAiServer::completions(const http::Request& req, bool chat, bool 
     call->finish.resize(choices);
     call->stop_reason.resize(choices);
     call->lps.assign(choices, chat ? json{{"content", json::array()}}
-                                   : json{{"tokens", json::array()}, {"token_logprobs", json::array()},
-                                          {"top_logprobs", json::array()}, {"text_offset", json::array()}});
+                                   : json{{"tokens", json::array()},
+                                          {"token_logprobs", json::array()},
+                                          {"top_logprobs", json::array()},
+                                          {"text_offset", json::array()}});
     call->role_sent.assign(choices, false);
     call->last_time.assign(choices, Clock::time_point{});
     call->itl.resize(prompts.size());
@@ -514,7 +581,8 @@ http::Reply OpenAiServer::completions(const http::Request& req, bool chat, bool 
             call->cancel_all();
             if (s.error().code == ErrorCode::kResourceExhausted) {
                 http::Response resp = error(429, s.error().message, "rate_limit_error");
-                resp.headers.emplace_back("Retry-After", std::to_string(int(std::ceil(engine_.retry_after_seconds()))));
+                resp.headers.emplace_back(
+                    "Retry-After", std::to_string(int(std::ceil(engine_.retry_after_seconds()))));
                 return reply(resp);
             }
             return bad(s.error().message, "");
@@ -538,7 +606,8 @@ http::Reply OpenAiServer::completions(const http::Request& req, bool chat, bool 
     });
 }
 
-void OpenAiServer::record_finished(const engine::Event& last, const std::vector<double>& itl, bool error) {
+void OpenAiServer::record_finished(const engine::Event& last, const std::vector<double>& itl,
+                                   bool error) {
     const auto& t = last.timings;
     if (t.has_token) {
         ttft_.observe(t.ttft_seconds());
@@ -571,15 +640,22 @@ std::string OpenAiServer::metrics_text() const {
     for (const char* prefix : {"pagoda_", "vllm:"}) {
         const std::string p = prefix;
         if (p == "vllm:" && !cfg_.vllm_metrics) continue;
-        gauge((p + "num_requests_running").c_str(), "Requests in the running batch.", double(st->queue.running));
+        gauge((p + "num_requests_running").c_str(), "Requests in the running batch.",
+              double(st->queue.running));
         w.family(p + "num_requests_waiting", "gauge", "Requests waiting, by reason.");
         w.sample(p + "num_requests_waiting", model, double(st->queue.waiting));
-        gauge((p + "kv_cache_usage_perc").c_str(), "Fraction of KV cache blocks in use (0-1).", st->blocks.usage);
-        counter((p + "prompt_tokens_total").c_str(), "Prompt tokens of finished requests.", double(prompt_total_.load()));
-        counter((p + "generation_tokens_total").c_str(), "Generated tokens of finished requests.", double(gen_total_.load()));
-        counter((p + "num_preemptions_total").c_str(), "Preemptions (recompute).", double(st->preemptions));
-        counter((p + "prefix_cache_queries_total").c_str(), "Prompt blocks looked up in the prefix cache.", double(st->blocks.prefix_queries));
-        counter((p + "prefix_cache_hits_total").c_str(), "Prompt blocks found in the prefix cache.", double(st->blocks.prefix_hits));
+        gauge((p + "kv_cache_usage_perc").c_str(), "Fraction of KV cache blocks in use (0-1).",
+              st->blocks.usage);
+        counter((p + "prompt_tokens_total").c_str(), "Prompt tokens of finished requests.",
+                double(prompt_total_.load()));
+        counter((p + "generation_tokens_total").c_str(), "Generated tokens of finished requests.",
+                double(gen_total_.load()));
+        counter((p + "num_preemptions_total").c_str(), "Preemptions (recompute).",
+                double(st->preemptions));
+        counter((p + "prefix_cache_queries_total").c_str(),
+                "Prompt blocks looked up in the prefix cache.", double(st->blocks.prefix_queries));
+        counter((p + "prefix_cache_hits_total").c_str(), "Prompt blocks found in the prefix cache.",
+                double(st->blocks.prefix_hits));
         w.family(p + "request_success_total", "counter", "Finished requests by finish reason.");
         for (int r = 0; r < 6; ++r) {
             metrics::Labels l = model;
@@ -591,23 +667,28 @@ std::string OpenAiServer::metrics_text() const {
             w.histogram(name, model, h);
         };
         hist(p + "time_to_first_token_seconds", "Time from arrival to the first token.", ttft_);
-        hist(p + "inter_token_latency_seconds", "Time between consecutive tokens of a request.", itl_);
+        hist(p + "inter_token_latency_seconds", "Time between consecutive tokens of a request.",
+             itl_);
         hist(p + "e2e_request_latency_seconds", "Time from arrival to the last token.", e2e_);
         hist(p + "request_queue_time_seconds", "Time from arrival to first scheduled.", queue_);
-        hist(p + "request_prefill_time_seconds", "Time from first scheduled to the first token.", prefill_);
+        hist(p + "request_prefill_time_seconds", "Time from first scheduled to the first token.",
+             prefill_);
         hist(p + "request_decode_time_seconds", "Time from the first token to the last.", decode_);
         hist(p + "request_prompt_tokens", "Prompt tokens per request.", prompt_tokens_);
         hist(p + "request_generation_tokens", "Generated tokens per request.", gen_tokens_);
     }
     // Native-only detail.
-    w.family("pagoda_requests_waiting_by_reason", "gauge", "Waiting requests by the reason they wait.");
+    w.family("pagoda_requests_waiting_by_reason", "gauge",
+             "Waiting requests by the reason they wait.");
     for (int r = 0; r < scheduler::kNumWaitReasons; ++r) {
         metrics::Labels l = model;
         l.emplace_back("reason", scheduler::wait_reason_name(scheduler::WaitReason(r)));
         w.sample("pagoda_requests_waiting_by_reason", l, double(st->queue.by_reason[r]));
     }
     w.family("pagoda_kv_cache_blocks", "gauge", "KV cache blocks by state.");
-    for (auto [state, v] : {std::pair{"used", st->blocks.used}, {"free", st->blocks.free}, {"cached", st->blocks.cached}}) {
+    for (auto [state, v] : {std::pair{"used", st->blocks.used},
+                            {"free", st->blocks.free},
+                            {"cached", st->blocks.cached}}) {
         metrics::Labels l = model;
         l.emplace_back("state", state);
         w.sample("pagoda_kv_cache_blocks", l, double(v));
@@ -615,8 +696,10 @@ std::string OpenAiServer::metrics_text() const {
     w.family("pagoda_engine_steps_total", "counter", "Engine steps run.");
     w.sample("pagoda_engine_steps_total", model, double(st->steps));
     w.family("pagoda_engine_step_seconds_total", "counter", "Time in engine steps by stage.");
-    for (auto [stage, v] : {std::pair{"schedule", st->total_time.schedule_s}, {"forward", st->total_time.forward_s},
-                            {"sample", st->total_time.sample_s}, {"output", st->total_time.output_s}}) {
+    for (auto [stage, v] : {std::pair{"schedule", st->total_time.schedule_s},
+                            {"forward", st->total_time.forward_s},
+                            {"sample", st->total_time.sample_s},
+                            {"output", st->total_time.output_s}}) {
         metrics::Labels l = model;
         l.emplace_back("stage", stage);
         w.sample("pagoda_engine_step_seconds_total", l, v);
@@ -630,35 +713,45 @@ std::string OpenAiServer::metrics_text() const {
     for (const char* name : {"pagoda_cache_config_info", "vllm:cache_config_info"}) {
         if (!cfg_.vllm_metrics && name[0] == 'v') continue;
         w.family(name, "gauge", "KV cache configuration.");
-        w.sample(name,
-                 {{"block_size", std::to_string(st->block_size)},
-                  {"num_gpu_blocks", std::to_string(st->blocks.total)},
-                  {"enable_prefix_caching", engine_.config().enable_prefix_caching ? "True" : "False"}},
-                 1.0);
+        w.sample(
+            name,
+            {{"block_size", std::to_string(st->block_size)},
+             {"num_gpu_blocks", std::to_string(st->blocks.total)},
+             {"enable_prefix_caching", engine_.config().enable_prefix_caching ? "True" : "False"}},
+            1.0);
     }
-    gauge("pagoda_ready", "1 when ready to serve, 0 while warming up or draining.", ready() ? 1.0 : 0.0);
+    gauge("pagoda_ready", "1 when ready to serve, 0 while warming up or draining.",
+          ready() ? 1.0 : 0.0);
     // Scheduler stages, per engine step.
     const auto& sh = engine_.step_histograms();
-    for (auto [name, h] : {std::pair{"pagoda_step_schedule_seconds", &sh.schedule}, {"pagoda_step_forward_seconds", &sh.forward},
-                           {"pagoda_step_sample_seconds", &sh.sample}, {"pagoda_step_output_seconds", &sh.output},
+    for (auto [name, h] : {std::pair{"pagoda_step_schedule_seconds", &sh.schedule},
+                           {"pagoda_step_forward_seconds", &sh.forward},
+                           {"pagoda_step_sample_seconds", &sh.sample},
+                           {"pagoda_step_output_seconds", &sh.output},
                            {"pagoda_step_seconds", &sh.step}}) {
         w.family(name, "histogram", "Engine step stage duration (see docs/metrics.md).");
         w.histogram(name, model, *h);
     }
     w.family("pagoda_http_output_seconds", "histogram",
-             "I/O-thread time turning a batch of engine events into JSON or SSE chunks and queueing them.");
+             "I/O-thread time turning a batch of engine events into JSON or SSE chunks and "
+             "queueing them.");
     w.histogram("pagoda_http_output_seconds", model, output_);
     // Resource layer.
     const ProcessStats ps = read_process_stats();
-    gauge("pagoda_process_resident_memory_bytes", "Resident set size of the process.", double(ps.rss_bytes));
-    w.family("pagoda_process_cpu_seconds_total", "counter", "User + system CPU time of the process.");
+    gauge("pagoda_process_resident_memory_bytes", "Resident set size of the process.",
+          double(ps.rss_bytes));
+    w.family("pagoda_process_cpu_seconds_total", "counter",
+             "User + system CPU time of the process.");
     w.sample("pagoda_process_cpu_seconds_total", model, ps.cpu_seconds);
     gauge("pagoda_process_threads", "Threads of the process.", double(ps.threads));
-    gauge("pagoda_kv_cache_memory_bytes", "Bytes of the KV cache pool.", double(engine_.kv_cache_bytes()));
+    gauge("pagoda_kv_cache_memory_bytes", "Bytes of the KV cache pool.",
+          double(engine_.kv_cache_bytes()));
     w.family("pagoda_compute_busy_seconds_total", "counter",
              "Wall time the compute pool spent in forward passes (busy fraction = rate of this).");
     w.sample("pagoda_compute_busy_seconds_total", model, st->total_time.forward_s);
-    if (cfg_.open_connections) gauge("pagoda_http_open_connections", "Open HTTP connections.", double(cfg_.open_connections()));
+    if (cfg_.open_connections)
+        gauge("pagoda_http_open_connections", "Open HTTP connections.",
+              double(cfg_.open_connections()));
     return w.text();
 }
 

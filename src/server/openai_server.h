@@ -20,8 +20,8 @@
 namespace pagoda::server {
 
 struct ServerConfig {
-    std::string served_model_name;          // what /v1/models lists and requests may name
-    std::vector<std::string> api_keys;      // empty: no authentication
+    std::string served_model_name;           // what /v1/models lists and requests may name
+    std::vector<std::string> api_keys;       // empty: no authentication
     std::chrono::seconds stall_timeout{30};  // /health turns 503 when the loop is silent this long
     std::function<int64_t()> open_connections;  // from the HTTP server, for /metrics
     // Also publish the vllm:* names gateways and autoscalers read. Off for scrapers or

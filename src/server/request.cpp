@@ -8,16 +8,20 @@ namespace pagoda::server {
 
 using json = nlohmann::json;
 
-std::variant<ParsedRequest, RequestError> parse_generation_request(const json& j, bool chat, const RequestLimits& limits,
-                                                                  const tokenizer::Tokenizer& tok) {
-    auto bad = [](const std::string& msg, const std::string& param) { return RequestError{400, msg, "invalid_request_error", param}; };
+std::variant<ParsedRequest, RequestError> parse_generation_request(
+    const json& j, bool chat, const RequestLimits& limits, const tokenizer::Tokenizer& tok) {
+    auto bad = [](const std::string& msg, const std::string& param) {
+        return RequestError{400, msg, "invalid_request_error", param};
+    };
     if (!j.is_object()) return bad("the request body must be a JSON object", "");
     ParsedRequest out;
 
     std::string model = limits.served_model_name;
     if (auto e = read(j, "model", model, "a string")) return bad(e->message, e->param);
     if (model != limits.served_model_name) {
-        return RequestError{404, fmt::format("The model `{}` does not exist (this server serves `{}`).", model, limits.served_model_name),
+        return RequestError{404,
+                            fmt::format("The model `{}` does not exist (this server serves `{}`).",
+                                        model, limits.served_model_name),
                             "NotFoundError", "model"};
     }
 
@@ -27,8 +31,10 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(const json& j
         if (!j.contains("messages")) return bad("'messages' is required", "messages");
         auto rendered = render_chat(j["messages"], tok.vocab(), true);
         if (!rendered.ok()) return bad(rendered.error().message, "messages");
-        prompts.push_back(tok.encode(rendered->text, {rendered->add_bos ? tokenizer::AddSpecial::kYes : tokenizer::AddSpecial::kNo,
-                                                      tokenizer::ParseSpecial::kYes}));
+        prompts.push_back(tok.encode(
+            rendered->text,
+            {rendered->add_bos ? tokenizer::AddSpecial::kYes : tokenizer::AddSpecial::kNo,
+             tokenizer::ParseSpecial::kYes}));
     } else {
         auto it = j.find("prompt");
         if (it == j.end() || it->is_null()) return bad("'prompt' is required", "prompt");
@@ -52,16 +58,25 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(const json& j
                     prompts.push_back(tok.encode(p.get<std::string>()));
                 } else if (p.is_array()) {
                     auto ids = from_ids(p);
-                    if (!ids) return bad("'prompt' as token ids must be a list of integers", "prompt");
+                    if (!ids)
+                        return bad("'prompt' as token ids must be a list of integers", "prompt");
                     prompts.push_back(*ids);
                 } else {
-                    return bad("'prompt' must be a string, a list of strings, a list of token ids or a list of such lists", "prompt");
+                    return bad(
+                        "'prompt' must be a string, a list of strings, a list of token ids or a "
+                        "list of such lists",
+                        "prompt");
                 }
             }
         } else {
-            return bad("'prompt' must be a string, a list of strings, a list of token ids or a list of such lists", "prompt");
+            return bad(
+                "'prompt' must be a string, a list of strings, a list of token ids or a list of "
+                "such lists",
+                "prompt");
         }
-        if (prompts.size() > 64) return bad(fmt::format("at most 64 prompts per request, got {}", prompts.size()), "prompt");
+        if (prompts.size() > 64)
+            return bad(fmt::format("at most 64 prompts per request, got {}", prompts.size()),
+                       "prompt");
     }
 
     engine::SamplingParams& sp = out.sampling;
@@ -75,18 +90,23 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(const json& j
         max_given = true;
     }
     if (chat && j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null()) {
-        if ((e = read(j, "max_completion_tokens", max_tokens, "an integer"))) return bad(e->message, e->param);
+        if ((e = read(j, "max_completion_tokens", max_tokens, "an integer")))
+            return bad(e->message, e->param);
         sp.max_tokens = max_tokens;
         max_given = true;
     }
-    if (sp.max_tokens < 1) return bad(fmt::format("'max_tokens' must be >= 1, got {}", sp.max_tokens), "max_tokens");
+    if (sp.max_tokens < 1)
+        return bad(fmt::format("'max_tokens' must be >= 1, got {}", sp.max_tokens), "max_tokens");
     if ((e = read(j, "temperature", sp.temperature, "a number"))) return bad(e->message, e->param);
     if ((e = read(j, "top_p", sp.top_p, "a number"))) return bad(e->message, e->param);
     if ((e = read(j, "top_k", sp.top_k, "an integer"))) return bad(e->message, e->param);
     if ((e = read(j, "min_p", sp.min_p, "a number"))) return bad(e->message, e->param);
-    if ((e = read(j, "presence_penalty", sp.presence_penalty, "a number"))) return bad(e->message, e->param);
-    if ((e = read(j, "frequency_penalty", sp.frequency_penalty, "a number"))) return bad(e->message, e->param);
-    if ((e = read(j, "repetition_penalty", sp.repetition_penalty, "a number"))) return bad(e->message, e->param);
+    if ((e = read(j, "presence_penalty", sp.presence_penalty, "a number")))
+        return bad(e->message, e->param);
+    if ((e = read(j, "frequency_penalty", sp.frequency_penalty, "a number")))
+        return bad(e->message, e->param);
+    if ((e = read(j, "repetition_penalty", sp.repetition_penalty, "a number")))
+        return bad(e->message, e->param);
     if ((e = read(j, "n", sp.n, "an integer"))) return bad(e->message, e->param);
     if ((e = read(j, "min_tokens", sp.min_tokens, "an integer"))) return bad(e->message, e->param);
     if ((e = read(j, "ignore_eos", sp.ignore_eos, "a boolean"))) return bad(e->message, e->param);
@@ -100,7 +120,8 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(const json& j
             sp.stop = {it->get<std::string>()};
         } else if (it->is_array()) {
             for (const auto& s : *it) {
-                if (!s.is_string()) return bad("'stop' must be a string or a list of strings", "stop");
+                if (!s.is_string())
+                    return bad("'stop' must be a string or a list of strings", "stop");
                 sp.stop.push_back(s.get<std::string>());
             }
         } else {
@@ -108,21 +129,28 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(const json& j
         }
     }
     if (auto it = j.find("stop_token_ids"); it != j.end() && !it->is_null()) {
-        if (!it->is_array()) return bad("'stop_token_ids' must be a list of token ids", "stop_token_ids");
+        if (!it->is_array())
+            return bad("'stop_token_ids' must be a list of token ids", "stop_token_ids");
         for (const auto& s : *it) {
-            if (!s.is_number_integer()) return bad("'stop_token_ids' must be a list of token ids", "stop_token_ids");
-            sp.stop_token_ids.push_back(int32_t(std::clamp<int64_t>(s.get<int64_t>(), -1, INT32_MAX)));
+            if (!s.is_number_integer())
+                return bad("'stop_token_ids' must be a list of token ids", "stop_token_ids");
+            sp.stop_token_ids.push_back(
+                int32_t(std::clamp<int64_t>(s.get<int64_t>(), -1, INT32_MAX)));
         }
     }
     if (auto it = j.find("logit_bias"); it != j.end() && !it->is_null()) {
-        if (!it->is_object()) return bad("'logit_bias' must be an object mapping token ids to numbers", "logit_bias");
+        if (!it->is_object())
+            return bad("'logit_bias' must be an object mapping token ids to numbers", "logit_bias");
         for (const auto& [k, v] : it->items()) {
             char* end = nullptr;
             const long id = std::strtol(k.c_str(), &end, 10);
             if (k.empty() || *end != '\0' || !v.is_number()) {
-                return bad(fmt::format("'logit_bias' key '{}' must be a token id with a numeric bias", k), "logit_bias");
+                return bad(
+                    fmt::format("'logit_bias' key '{}' must be a token id with a numeric bias", k),
+                    "logit_bias");
             }
-            sp.logit_bias.emplace_back(int32_t(std::clamp<long>(id, -1, INT32_MAX)), v.get<float>());
+            sp.logit_bias.emplace_back(int32_t(std::clamp<long>(id, -1, INT32_MAX)),
+                                       v.get<float>());
         }
     }
     bool& chat_logprobs = out.chat_logprobs;
@@ -130,7 +158,10 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(const json& j
         if ((e = read(j, "logprobs", chat_logprobs, "a boolean"))) return bad(e->message, e->param);
         int top = 0;
         if ((e = read(j, "top_logprobs", top, "an integer"))) return bad(e->message, e->param);
-        if (top < 0 || top > engine::kMaxLogprobs) return bad(fmt::format("'top_logprobs' must be in [0, {}], got {}", engine::kMaxLogprobs, top), "top_logprobs");
+        if (top < 0 || top > engine::kMaxLogprobs)
+            return bad(
+                fmt::format("'top_logprobs' must be in [0, {}], got {}", engine::kMaxLogprobs, top),
+                "top_logprobs");
         if (chat_logprobs) sp.logprobs = top;
     } else {
         int lp = -1;
@@ -142,7 +173,8 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(const json& j
     if ((e = read(j, "stream", stream, "a boolean"))) return bad(e->message, e->param);
     if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
         if (!it->is_object()) return bad("'stream_options' must be an object", "stream_options");
-        if ((e = read(*it, "include_usage", include_usage, "a boolean"))) return bad("stream_options." + e->message, "stream_options");
+        if ((e = read(*it, "include_usage", include_usage, "a boolean")))
+            return bad("stream_options." + e->message, "stream_options");
     }
     const int64_t vocab = limits.vocab_size;
     if (Status st = sp.validate(int(vocab)); !st.ok()) return bad(st.error().message, "");
@@ -150,19 +182,24 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(const json& j
     for (const auto& p : prompts) {
         if (p.empty()) return bad("the prompt is empty", chat ? "messages" : "prompt");
         for (int32_t id : p) {
-            if (id < 0 || id >= vocab) return bad(fmt::format("prompt token id {} is out of range [0, {})", id, vocab), "prompt");
+            if (id < 0 || id >= vocab)
+                return bad(fmt::format("prompt token id {} is out of range [0, {})", id, vocab),
+                           "prompt");
         }
         if (int64_t(p.size()) >= max_len) {
-            return bad(fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} tokens; "
+            return bad(fmt::format("This model's maximum context length is {} tokens. However, "
+                                   "your prompt has {} tokens; "
                                    "it must leave room for at least one new token.",
                                    max_len, p.size()),
                        chat ? "messages" : "prompt");
         }
         if (max_given && int64_t(p.size()) + sp.max_tokens > max_len) {
-            return bad(fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
-                                   "({} in the prompt, {} for the completion).",
-                                   max_len, int64_t(p.size()) + sp.max_tokens, p.size(), sp.max_tokens),
-                       "max_tokens");
+            return bad(
+                fmt::format("This model's maximum context length is {} tokens. However, you "
+                            "requested {} tokens "
+                            "({} in the prompt, {} for the completion).",
+                            max_len, int64_t(p.size()) + sp.max_tokens, p.size(), sp.max_tokens),
+                "max_tokens");
         }
     }
 

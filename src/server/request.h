@@ -4,17 +4,17 @@
 // field and what is allowed). No engine, no I/O: the server calls it per request and the
 // fuzz target feeds it arbitrary bodies.
 
+#include <fmt/core.h>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <variant>
 #include <vector>
-
-#include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
 #include "engine/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -27,23 +27,28 @@ struct FieldError {
 };
 
 template <typename T>
-std::optional<FieldError> read(const nlohmann::json& j, const char* key, T& out, const char* expected) {
+std::optional<FieldError> read(const nlohmann::json& j, const char* key, T& out,
+                               const char* expected) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return std::nullopt;
     bool ok = false;
     if constexpr (std::is_same_v<T, bool>) {
         ok = it->is_boolean();
     } else if constexpr (std::is_integral_v<T>) {
-        ok = it->is_number_integer() || (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>());
+        ok = it->is_number_integer() ||
+             (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>());
     } else if constexpr (std::is_floating_point_v<T>) {
         ok = it->is_number();
     } else if constexpr (std::is_same_v<T, std::string>) {
         ok = it->is_string();
     }
-    if (!ok) return FieldError{fmt::format("'{}' must be {}, got {}", key, expected, it->type_name()), key};
+    if (!ok)
+        return FieldError{fmt::format("'{}' must be {}, got {}", key, expected, it->type_name()),
+                          key};
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
         const double v = it->get<double>();
-        if (!(v >= double(std::numeric_limits<T>::min()) && v <= double(std::numeric_limits<T>::max()))) {
+        if (!(v >= double(std::numeric_limits<T>::min()) &&
+              v <= double(std::numeric_limits<T>::max()))) {
             return FieldError{fmt::format("'{}' is out of range", key), key};
         }
         out = T(v);
@@ -72,8 +77,9 @@ struct RequestError {
 };
 
 // Maps a /v1/completions (chat = false) or /v1/chat/completions body.
-std::variant<ParsedRequest, RequestError> parse_generation_request(const nlohmann::json& body, bool chat,
-                                                                  const RequestLimits& limits,
-                                                                  const tokenizer::Tokenizer& tok);
+std::variant<ParsedRequest, RequestError> parse_generation_request(const nlohmann::json& body,
+                                                                   bool chat,
+                                                                   const RequestLimits& limits,
+                                                                   const tokenizer::Tokenizer& tok);
 
 }  // namespace pagoda::server

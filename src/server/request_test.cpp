@@ -11,7 +11,8 @@ using json = nlohmann::json;
 
 struct RequestTest : ::testing::Test {
     static void SetUpTestSuite() {
-        gguf = new model::OpenedGguf(*model::open_gguf(std::string(PAGODA_SOURCE_DIR) + "/models/stories260K.gguf"));
+        gguf = new model::OpenedGguf(
+            *model::open_gguf(std::string(PAGODA_SOURCE_DIR) + "/models/stories260K.gguf"));
         tok = new tokenizer::Tokenizer(*tokenizer::Tokenizer::from_gguf(*gguf->gguf));
     }
     static inline model::OpenedGguf* gguf = nullptr;
@@ -31,7 +32,8 @@ struct RequestTest : ::testing::Test {
 };
 
 TEST_F(RequestTest, MapsCompletionFields) {
-    auto p = ok(R"({"model": "stories", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0.5, "top_k": 3,
+    auto p = ok(
+        R"({"model": "stories", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0.5, "top_k": 3,
                    "stop": ["."], "n": 2, "seed": 9, "stream": true, "stream_options": {"include_usage": true},
                    "ignore_eos": true, "priority": -2})");
     ASSERT_EQ(p.prompts.size(), 1u);
@@ -45,7 +47,8 @@ TEST_F(RequestTest, MapsCompletionFields) {
     EXPECT_TRUE(p.sampling.ignore_eos);
     EXPECT_TRUE(p.stream && p.include_usage);
     EXPECT_EQ(p.priority, -2);
-    EXPECT_EQ(ok(R"({"prompt": "hi"})").sampling.max_tokens, 16);  // OpenAI's default for completions
+    EXPECT_EQ(ok(R"({"prompt": "hi"})").sampling.max_tokens,
+              16);  // OpenAI's default for completions
 }
 
 TEST_F(RequestTest, PromptShapes) {
@@ -53,7 +56,9 @@ TEST_F(RequestTest, PromptShapes) {
     auto many = ok(R"({"prompt": ["a", [5, 6], "b"]})");
     ASSERT_EQ(many.prompts.size(), 3u);
     EXPECT_EQ(many.prompts[1], (std::vector<int32_t>{5, 6}));
-    auto chat = ok(R"({"messages": [{"role": "user", "content": "Hello"}], "logprobs": true, "top_logprobs": 2})", true);
+    auto chat = ok(
+        R"({"messages": [{"role": "user", "content": "Hello"}], "logprobs": true, "top_logprobs": 2})",
+        true);
     ASSERT_EQ(chat.prompts.size(), 1u);
     EXPECT_TRUE(chat.chat_logprobs);
     EXPECT_EQ(chat.sampling.logprobs, 2);
@@ -66,23 +71,29 @@ TEST_F(RequestTest, ErrorsNameTheFieldAndWhatIsAllowed) {
     e = err(R"({"prompt": "x", "temperature": "hot"})");
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.param, "temperature");
-    EXPECT_NE(e.message.find("'temperature' must be a number, got string"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("'temperature' must be a number, got string"), std::string::npos)
+        << e.message;
     EXPECT_EQ(err(R"({"prompt": "x", "max_tokens": 0})").param, "max_tokens");
     EXPECT_EQ(err(R"({"max_tokens": 3})").message, "'prompt' is required");
     EXPECT_EQ(err(R"({"prompt": "x"})", true).message, "'messages' is required");
-    EXPECT_NE(err(R"({"prompt": [1, 99999]})").message.find("out of range [0, 512)"), std::string::npos);
+    EXPECT_NE(err(R"({"prompt": [1, 99999]})").message.find("out of range [0, 512)"),
+              std::string::npos);
     EXPECT_NE(err(R"({"prompt": [1, 2.5]})").message.find("list of integers"), std::string::npos);
     EXPECT_NE(err(R"([1, 2])").message.find("JSON object"), std::string::npos);
-    EXPECT_NE(err(R"({"prompt": "x", "n": 1e30})").message.find("'n' is out of range"), std::string::npos);
+    EXPECT_NE(err(R"({"prompt": "x", "n": 1e30})").message.find("'n' is out of range"),
+              std::string::npos);
     // Context length: both lengths are named.
     std::string long_prompt = R"({"prompt": [)";
     for (int i = 0; i < 70; ++i) long_prompt += (i ? ",5" : "5");
     long_prompt += "]}";
     e = err(long_prompt.c_str());
-    EXPECT_NE(e.message.find("maximum context length is 64 tokens"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("maximum context length is 64 tokens"), std::string::npos)
+        << e.message;
     EXPECT_NE(e.message.find("70 tokens"), std::string::npos) << e.message;
     e = err(R"({"prompt": [5, 6, 7], "max_tokens": 62})");
-    EXPECT_NE(e.message.find("you requested 65 tokens (3 in the prompt, 62 for the completion)"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("you requested 65 tokens (3 in the prompt, 62 for the completion)"),
+              std::string::npos)
+        << e.message;
 }
 
 }  // namespace

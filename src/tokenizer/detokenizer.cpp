@@ -8,8 +8,9 @@ constexpr const char* kReplacement = "\xef\xbf\xbd";  // U+FFFD
 }
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, bool first_in_sequence)
-    : tok_(tok), strip_space_(first_in_sequence && tok.vocab().kind == TokenizerKind::kSpm &&
-                              tok.vocab().add_space_prefix) {}
+    : tok_(tok),
+      strip_space_(first_in_sequence && tok.vocab().kind == TokenizerKind::kSpm &&
+                   tok.vocab().add_space_prefix) {}
 
 std::string IncrementalDetokenizer::push(TokenId id) {
     std::string piece = tok_.token_bytes(id);

@@ -2,6 +2,8 @@
 // pieces its published regexes define (derived by hand, regex by regex, in the comments of
 // kVectors) and encodes it with a writer-made byte-level BPE vocabulary that names it in
 // `tokenizer.ggml.pre`. Also: user-defined tokens match before pre-tokenization.
+#include "tokenizer/pre_tokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -9,7 +11,6 @@
 
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
-#include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -35,24 +36,26 @@ const std::vector<Vector>& vectors() {
         // letter matches nothing and stays as a gap piece.
         {{"gpt-2", "mpt", "olmo", "jais"},
          kText,
-         {"Hello", " world", "'s", " I", "'", "VE", " 12345", " (", "ok", ")", " ", " go", "\n", "\n", "end"}},
+         {"Hello", " world", "'s", " I", "'", "VE", " 12345", " (", "ok", ")", " ", " go", "\n",
+          "\n", "end"}},
         // Llama 3: case-insensitive contractions, digits in threes, punctuation may take one
         // leading space, newline runs together.
         {{"llama3", "llama-bpe", "llama-v3", "dbrx", "smaug-bpe"},
          kText,
-         {"Hello", " world", "'s", " I", "'VE", " ", "123", "45", " (", "ok", ")", " ", " go", "\n\n", "end"}},
+         {"Hello", " world", "'s", " I", "'VE", " ", "123", "45", " (", "ok", ")", " ", " go",
+          "\n\n", "end"}},
         // Qwen2: as Llama 3 with single digits.
         {{"qwen2", "stablelm2", "deepseek-r1-qwen"},
          kText,
-         {"Hello", " world", "'s", " I", "'VE", " ", "1", "2", "3", "4", "5", " (", "ok", ")", " ", " go", "\n\n",
-          "end"}},
+         {"Hello", " world", "'s", " I", "'VE", " ", "1", "2", "3", "4", "5", " (", "ok", ")", " ",
+          " go", "\n\n", "end"}},
         // DeepSeek LLM: [\r\n] alone; cased-letter runs with one optional space; ASCII and
         // full-width punctuation runs (":-~" also spans ASCII letters); trailing space; CJK
         // runs; digit runs.
         {{"deepseek-llm"},
          kText,
-         {"Hello", " world", "'", "s", " I", "'", "VE", " ", "12345", " (", "ok", ")", " ", " go", "\n", "\n",
-          "end"}},
+         {"Hello", " world", "'", "s", " I", "'", "VE", " ", "12345", " (", "ok", ")", " ", " go",
+          "\n", "\n", "end"}},
         // The cased-letter class holds U+1FD3 and U+1FDB (which NFC would turn into U+0390 and
         // U+038A, out of range order: written as \x{..} so no editor can do that again). The
         // CJK regex's range U+0800..U+4E00 also covers them, so it splits them from "é".
@@ -60,25 +63,24 @@ const std::vector<Vector>& vectors() {
         {{"deepseek-llm"}, "\u1FD3\u00E9 \u4E2D\u6587", {"\u1FD3", "\u00E9", " ", "\u4E2D\u6587"}},
         {{"deepseek-llm"}, "\u00E9\u1FDB", {"\u00E9", "\u1FDB"}},
         // DeepSeek Coder: letters, punctuation (\p{P}), CJK, single digits.
-        {{"deepseek-coder"},
-         kText,
-         {"Hello", " world", "'", "s", " I", "'", "VE", " ", "1", "2", "3", "4", "5", " (", "ok", ")", " ", " go",
-          "\n", "\n", "end"}},
+        {{"deepseek-coder"}, kText, {"Hello", " world", "'", "s",   " I", "'",  "VE",
+                                     " ",     "1",      "2", "3",   "4",  "5",  " (",
+                                     "ok",    ")",      " ", " go", "\n", "\n", "end"}},
         // Falcon: punctuation runs first, then GPT-2, then digits in threes.
         {{"falcon"},
          kText,
-         {"Hello", " world", "'", "s", " I", "'", "VE", " ", "123", "45", " ", "(", "ok", ")", " ", " go", "\n", "\n",
-          "end"}},
+         {"Hello", " world", "'", "s", " I", "'", "VE", " ", "123", "45", " ", "(", "ok", ")", " ",
+          " go", "\n", "\n", "end"}},
         // The default (no `tokenizer.ggml.pre`): punctuation runs, GPT-2, digit runs, threes.
         {{"default"},
          kText,
-         {"Hello", " world", "'", "s", " I", "'", "VE", " ", "123", "45", " ", "(", "ok", ")", " ", " go", "\n", "\n",
-          "end"}},
+         {"Hello", " world", "'", "s", " I", "'", "VE", " ", "123", "45", " ", "(", "ok", ")", " ",
+          " go", "\n", "\n", "end"}},
         // StarCoder family: every digit alone, then GPT-2.
         {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"},
          kText,
-         {"Hello", " world", "'s", " I", "'", "VE", " ", "1", "2", "3", "4", "5", " (", "ok", ")", " ", " go", "\n",
-          "\n", "end"}},
+         {"Hello", " world", "'s", " I", "'", "VE", " ",   "1",  "2",  "3",
+          "4",     "5",      " (", "ok", ")", " ",  " go", "\n", "\n", "end"}},
         // BLOOM / Poro: one optional space and a run of anything but space and the listed
         // punctuation.
         {{"poro-chat", "bloom", "gpt3-finnish"},
@@ -87,12 +89,13 @@ const std::vector<Vector>& vectors() {
         // Viking: Poro, then every digit alone.
         {{"viking"},
          kText,
-         {"Hello", " world's", " I'VE", " ", "1", "2", "3", "4", "5", " (", "ok", ") ", " go", "\n\n", "end"}},
+         {"Hello", " world's", " I'VE", " ", "1", "2", "3", "4", "5", " (", "ok", ") ", " go",
+          "\n\n", "end"}},
         // Tekken: case-aware words ("'s" and "'VE" take their apostrophe), single digits.
         {{"tekken"},
          kText,
-         {"Hello", " world", "'s", " I", "'VE", " ", "1", "2", "3", "4", "5", " (", "ok", ")", " ", " go", "\n\n",
-          "end"}},
+         {"Hello", " world", "'s", " I", "'VE", " ", "1", "2", "3", "4", "5", " (", "ok", ")", " ",
+          " go", "\n\n", "end"}},
         {{"tekken"}, "HelloWorld", {"Hello", "World"}},
     };
     return v;
@@ -170,7 +173,9 @@ std::string show(const Pieces& p) {
 }
 
 TEST(PreTokenizer, EveryTableEntryCompilesAndKeepsEveryByte) {
-    const std::string sample = "Hello, World! it's 2024: \xC3\xA9t\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80\n\n\tx";
+    const std::string sample =
+        "Hello, World! it's 2024: \xC3\xA9t\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87 "
+        "\xF0\x9F\x98\x80\n\n\tx";
     for (const std::string& name : PreTokenizer::known_names()) {
         auto p = PreTokenizer::create(name);
         ASSERT_TRUE(p.ok()) << name << ": " << p.error().message;
@@ -187,7 +192,8 @@ TEST(PreTokenizer, EveryNameHasAVector) {
     std::set<std::string> covered;
     for (const auto& v : vectors()) covered.insert(v.names.begin(), v.names.end());
     for (const std::string& name : PreTokenizer::known_names()) {
-        EXPECT_TRUE(covered.count(name)) << "pre-tokenizer '" << name << "' has no vector in pre_tokenizer_test.cpp";
+        EXPECT_TRUE(covered.count(name))
+            << "pre-tokenizer '" << name << "' has no vector in pre_tokenizer_test.cpp";
     }
 }
 
@@ -211,7 +217,8 @@ TEST(PreTokenizer, VectorsEncodeWithAVocabularyNamingThePreTokenizer) {
             EXPECT_EQ(tok.vocab().pre, name);
             std::vector<TokenId> want;
             for (const auto& piece : v.pieces) want.push_back(b.id.at(bytes_to_bpe_chars(piece)));
-            EXPECT_EQ(tok.encode(v.text, {.add_special = AddSpecial::kNo}), want) << name << " on " << v.text;
+            EXPECT_EQ(tok.encode(v.text, {.add_special = AddSpecial::kNo}), want)
+                << name << " on " << v.text;
             EXPECT_EQ(tok.decode(want), v.text) << name;
         }
     }
@@ -225,10 +232,14 @@ TEST(Tokenizer, UserDefinedTokensMatchBeforePreTokenization) {
     const BuiltVocab b = build_vocab("mpt", words, user);
     const Tokenizer tok = load(b, "mpt");
     const std::string text = "a  b   c d<|pad|>";
-    const std::vector<TokenId> want = {b.id.at("a"),   b.id.at("  "), b.id.at("b"),      b.id.at("   "),
-                                       b.id.at("c"),   b.id.at(bytes_to_bpe_chars(" d")), b.id.at("<|pad|>")};
+    const std::vector<TokenId> want = {b.id.at("a"),      b.id.at("  "),
+                                       b.id.at("b"),      b.id.at("   "),
+                                       b.id.at("c"),      b.id.at(bytes_to_bpe_chars(" d")),
+                                       b.id.at("<|pad|>")};
     EXPECT_EQ(tok.encode(text, {.add_special = AddSpecial::kNo}), want);
-    EXPECT_EQ(tok.encode(text, {.add_special = AddSpecial::kNo, .parse_special = ParseSpecial::kYes}), want);
+    EXPECT_EQ(
+        tok.encode(text, {.add_special = AddSpecial::kNo, .parse_special = ParseSpecial::kYes}),
+        want);
     EXPECT_EQ(tok.decode(want), text);
 }
 

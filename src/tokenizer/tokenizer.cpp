@@ -21,7 +21,7 @@ struct Symbol {
 struct Candidate {
     double priority;  // larger first
     int left;
-    size_t len;       // combined byte length when queued; stale if it changed
+    size_t len;  // combined byte length when queued; stale if it changed
     bool operator<(const Candidate& o) const {
         return priority < o.priority || (priority == o.priority && left > o.left);
     }
@@ -77,7 +77,8 @@ Result<Tokenizer> Tokenizer::from_gguf(const formats::GgufFile& g) {
     PAGODA_ASSIGN_OR_RETURN(t.vocab_, Vocab::from_gguf(g));
     if (t.vocab_.kind == TokenizerKind::kBpe) {
         auto pre = PreTokenizer::create(t.vocab_.pre);
-        if (!pre.ok()) return make_error(pre.error().code, "{}: {}", g.source(), pre.error().message);
+        if (!pre.ok())
+            return make_error(pre.error().code, "{}: {}", g.source(), pre.error().message);
         t.pre_.emplace(std::move(pre).value());
     }
     return t;
@@ -145,7 +146,8 @@ void Tokenizer::encode_bpe_word(std::string_view raw, std::vector<TokenId>& out)
     }
 }
 
-void Tokenizer::encode_fragment(std::string_view text, bool first, std::vector<TokenId>& out) const {
+void Tokenizer::encode_fragment(std::string_view text, bool first,
+                                std::vector<TokenId>& out) const {
     if (vocab_.kind == TokenizerKind::kSpm) {
         std::string escaped;
         escaped.reserve(text.size() + 4);
@@ -178,11 +180,13 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, EncodeOptions opts
         // always match whole, before pre-tokenization, as llama.cpp matches them; control
         // tokens only when the caller asks for special-token parsing.
         for (TokenId id : vocab_.specials) {
-            if (opts.parse_special == ParseSpecial::kNo && vocab_.types[size_t(id)] != TokenType::kUserDefined) {
+            if (opts.parse_special == ParseSpecial::kNo &&
+                vocab_.types[size_t(id)] != TokenType::kUserDefined) {
                 continue;
             }
             const size_t at = text.find(vocab_.tokens[size_t(id)], pos);
-            if (at != std::string_view::npos && (best_at == std::string_view::npos || at < best_at)) {
+            if (at != std::string_view::npos &&
+                (best_at == std::string_view::npos || at < best_at)) {
                 best_at = at;
                 best = id;
             }
@@ -241,7 +245,8 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, SkipSpecial skip) co
     for (TokenId id : ids) {
         std::string piece = token_bytes(id, skip);
         if (piece.empty()) continue;
-        if (first_text && vocab_.kind == TokenizerKind::kSpm && vocab_.add_space_prefix && piece[0] == ' ') {
+        if (first_text && vocab_.kind == TokenizerKind::kSpm && vocab_.add_space_prefix &&
+            piece[0] == ' ') {
             piece.erase(0, 1);
         }
         first_text = false;

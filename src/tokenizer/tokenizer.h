@@ -16,9 +16,9 @@
 
 namespace pagoda::tokenizer {
 
-enum class AddSpecial { kNo, kYes };        // BOS/EOS as the vocab asks
-enum class ParseSpecial { kNo, kYes };      // match control/user-defined token text
-enum class SkipSpecial { kNo, kYes };       // drop control tokens when decoding
+enum class AddSpecial { kNo, kYes };    // BOS/EOS as the vocab asks
+enum class ParseSpecial { kNo, kYes };  // match control/user-defined token text
+enum class SkipSpecial { kNo, kYes };   // drop control tokens when decoding
 
 struct EncodeOptions {
     AddSpecial add_special = AddSpecial::kYes;

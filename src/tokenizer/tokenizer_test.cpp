@@ -109,8 +109,8 @@ TEST_P(VocabVectors, EveryCaseMatches) {
 INSTANTIATE_TEST_SUITE_P(All, VocabVectors,
                          ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf",
                                            "ggml-vocab-gpt-2.gguf", "ggml-vocab-falcon.gguf",
-                                           "ggml-vocab-deepseek-coder.gguf", "ggml-vocab-starcoder.gguf",
-                                           "stories260K.gguf"),
+                                           "ggml-vocab-deepseek-coder.gguf",
+                                           "ggml-vocab-starcoder.gguf", "stories260K.gguf"),
                          [](const auto& info) {
                              std::string n = info.param;
                              for (char& c : n) {
@@ -131,7 +131,8 @@ TEST(Tokenizer, SpecialTokensOnlyWhenAsked) {
     const TokenId user = l->tok->vocab().token_to_id.at("<|user|>");
     auto plain = l->tok->encode("<|user|>hi", {.add_special = AddSpecial::kNo});
     EXPECT_EQ(std::count(plain.begin(), plain.end(), user), 0);
-    auto parsed = l->tok->encode("<|user|>hi", {.add_special = AddSpecial::kNo, .parse_special = ParseSpecial::kYes});
+    auto parsed = l->tok->encode(
+        "<|user|>hi", {.add_special = AddSpecial::kNo, .parse_special = ParseSpecial::kYes});
     ASSERT_FALSE(parsed.empty());
     EXPECT_EQ(parsed[0], user);
 }
@@ -153,11 +154,13 @@ TEST(PreTokenizer, Llama3AndQwen2Splits) {
         return out;
     };
     const std::string text = "Hello world's 12345 test\n\n";
-    EXPECT_EQ(split("llama3", text),
-              (std::vector<std::string>{"Hello", " world", "'s", " ", "123", "45", " test", "\n\n"}));
-    EXPECT_EQ(split("qwen2", text), (std::vector<std::string>{"Hello", " world", "'s", " ", "1", "2", "3", "4", "5",
-                                                              " test", "\n\n"}));
-    EXPECT_EQ(split("gpt-2", "I'm  here!!"), (std::vector<std::string>{"I", "'m", " ", " here", "!!"}));
+    EXPECT_EQ(split("llama3", text), (std::vector<std::string>{"Hello", " world", "'s", " ", "123",
+                                                               "45", " test", "\n\n"}));
+    EXPECT_EQ(split("qwen2", text),
+              (std::vector<std::string>{"Hello", " world", "'s", " ", "1", "2", "3", "4", "5",
+                                        " test", "\n\n"}));
+    EXPECT_EQ(split("gpt-2", "I'm  here!!"),
+              (std::vector<std::string>{"I", "'m", " ", " here", "!!"}));
     EXPECT_TRUE(PreTokenizer::create("llama-bpe")->ignore_merges());
     EXPECT_FALSE(PreTokenizer::create("qwen2")->ignore_merges());
 }
@@ -174,7 +177,9 @@ TEST(Detokenizer, HoldsBackSplitCharactersAndReplacesInvalidBytes) {
     EXPECT_EQ(d.push(v.byte_tokens[0x80]), "\xef\xbf\xbd");
     // A lead byte followed by ASCII: the lead becomes U+FFFD, the ASCII goes through.
     EXPECT_EQ(d.push(v.byte_tokens[0xE2]), "");
-    EXPECT_EQ(d.push(v.byte_tokens['a']), "\xef\xbf\xbd" "a");
+    EXPECT_EQ(d.push(v.byte_tokens['a']),
+              "\xef\xbf\xbd"
+              "a");
     EXPECT_EQ(d.push(v.byte_tokens[0xF0]), "");
     EXPECT_EQ(d.flush(), "\xef\xbf\xbd");
 }
@@ -182,21 +187,23 @@ TEST(Detokenizer, HoldsBackSplitCharactersAndReplacesInvalidBytes) {
 // Valid UTF-8 strings from arbitrary code points (no surrogates; no U+2581, which
 // SentencePiece uses for space and cannot round-trip).
 rc::Gen<std::string> utf8_strings() {
-    return rc::gen::map(rc::gen::container<std::vector<uint32_t>>(rc::gen::oneOf(
-                            rc::gen::inRange<uint32_t>(0x20, 0x7f), rc::gen::element<uint32_t>(' ', '\n', '\t'),
-                            rc::gen::inRange<uint32_t>(0x80, 0xd800), rc::gen::inRange<uint32_t>(0xe000, 0x110000))),
-                        [](const std::vector<uint32_t>& cps) {
-                            std::string s;
-                            for (uint32_t cp : cps) {
-                                if (cp != 0x2581) append_utf8(s, cp);
-                            }
-                            return s;
-                        });
+    return rc::gen::map(
+        rc::gen::container<std::vector<uint32_t>>(rc::gen::oneOf(
+            rc::gen::inRange<uint32_t>(0x20, 0x7f), rc::gen::element<uint32_t>(' ', '\n', '\t'),
+            rc::gen::inRange<uint32_t>(0x80, 0xd800),
+            rc::gen::inRange<uint32_t>(0xe000, 0x110000))),
+        [](const std::vector<uint32_t>& cps) {
+            std::string s;
+            for (uint32_t cp : cps) {
+                if (cp != 0x2581) append_utf8(s, cp);
+            }
+            return s;
+        });
 }
 
 TEST(Tokenizer, RoundTripProperty) {
-    for (const char* name : {"stories260K.gguf", "ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf",
-                             "ggml-vocab-deepseek-coder.gguf"}) {
+    for (const char* name : {"stories260K.gguf", "ggml-vocab-llama-spm.gguf",
+                             "ggml-vocab-gpt-2.gguf", "ggml-vocab-deepseek-coder.gguf"}) {
         auto l = load(vocab_path(name));
         ASSERT_NE(l, nullptr);
         const Tokenizer& tok = *l->tok;

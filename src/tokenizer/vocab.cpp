@@ -10,17 +10,20 @@ Result<const formats::GgufValue*> find_array(const formats::GgufFile& g, const s
                                              formats::GgufType elem, bool required) {
     const formats::GgufValue* v = g.find(key);
     if (!v) {
-        if (required) return make_error(ErrorCode::kInvalidFile, "{}: missing tokenizer key '{}'", g.source(), key);
+        if (required)
+            return make_error(ErrorCode::kInvalidFile, "{}: missing tokenizer key '{}'", g.source(),
+                              key);
         return static_cast<const formats::GgufValue*>(nullptr);
     }
     if (v->type != formats::GgufType::kArray || (v->elem_type != elem && !v->array.empty())) {
         // Allow any numeric element type for numbers (some converters write i32 vs u32).
-        const bool numeric_ok = v->type == formats::GgufType::kArray && elem != formats::GgufType::kString &&
-                                v->elem_type != formats::GgufType::kString &&
-                                v->elem_type != formats::GgufType::kArray;
+        const bool numeric_ok =
+            v->type == formats::GgufType::kArray && elem != formats::GgufType::kString &&
+            v->elem_type != formats::GgufType::kString && v->elem_type != formats::GgufType::kArray;
         if (!numeric_ok) {
-            return make_error(ErrorCode::kInvalidFile, "{}: tokenizer key '{}' should be an array of {}", g.source(),
-                              key, formats::gguf_type_name(elem));
+            return make_error(ErrorCode::kInvalidFile,
+                              "{}: tokenizer key '{}' should be an array of {}", g.source(), key,
+                              formats::gguf_type_name(elem));
         }
     }
     return v;
@@ -37,14 +40,16 @@ Result<Vocab> Vocab::from_gguf(const formats::GgufFile& g) {
         v.kind = TokenizerKind::kBpe;
     } else {
         return make_error(ErrorCode::kUnsupported,
-                          "{}: tokenizer model '{}' is not supported (supported: llama, gpt2)", g.source(),
-                          v.model_name);
+                          "{}: tokenizer model '{}' is not supported (supported: llama, gpt2)",
+                          g.source(), v.model_name);
     }
     v.pre = g.get_string_or("tokenizer.ggml.pre", "default");
 
-    PAGODA_ASSIGN_OR_RETURN(const formats::GgufValue* toks,
-                            find_array(g, "tokenizer.ggml.tokens", formats::GgufType::kString, true));
-    if (toks->array.empty()) return make_error(ErrorCode::kInvalidFile, "{}: empty token list", g.source());
+    PAGODA_ASSIGN_OR_RETURN(
+        const formats::GgufValue* toks,
+        find_array(g, "tokenizer.ggml.tokens", formats::GgufType::kString, true));
+    if (toks->array.empty())
+        return make_error(ErrorCode::kInvalidFile, "{}: empty token list", g.source());
     v.tokens.reserve(toks->array.size());
     for (const auto& t : toks->array) v.tokens.push_back(t.s);
     const size_t n = v.tokens.size();
@@ -57,15 +62,17 @@ Result<Vocab> Vocab::from_gguf(const formats::GgufFile& g) {
             return make_error(ErrorCode::kInvalidFile, "{}: {} scores for {} tokens", g.source(),
                               scores->array.size(), n);
         }
-        for (size_t k = 0; k < n; ++k) v.scores[k] = float(scores->array[k].as_double().value_or(0.0));
+        for (size_t k = 0; k < n; ++k)
+            v.scores[k] = float(scores->array[k].as_double().value_or(0.0));
     }
-    PAGODA_ASSIGN_OR_RETURN(const formats::GgufValue* types,
-                            find_array(g, "tokenizer.ggml.token_type", formats::GgufType::kI32, false));
+    PAGODA_ASSIGN_OR_RETURN(
+        const formats::GgufValue* types,
+        find_array(g, "tokenizer.ggml.token_type", formats::GgufType::kI32, false));
     v.types.assign(n, TokenType::kNormal);
     if (types) {
         if (types->array.size() != n) {
-            return make_error(ErrorCode::kInvalidFile, "{}: {} token types for {} tokens", g.source(),
-                              types->array.size(), n);
+            return make_error(ErrorCode::kInvalidFile, "{}: {} token types for {} tokens",
+                              g.source(), types->array.size(), n);
         }
         for (size_t k = 0; k < n; ++k) {
             const int64_t t = types->array[k].as_int().value_or(1);
@@ -75,15 +82,16 @@ Result<Vocab> Vocab::from_gguf(const formats::GgufFile& g) {
     for (size_t k = 0; k < n; ++k) v.token_to_id.emplace(v.tokens[k], TokenId(k));
 
     if (v.kind == TokenizerKind::kBpe) {
-        PAGODA_ASSIGN_OR_RETURN(const formats::GgufValue* merges,
-                                find_array(g, "tokenizer.ggml.merges", formats::GgufType::kString, true));
+        PAGODA_ASSIGN_OR_RETURN(
+            const formats::GgufValue* merges,
+            find_array(g, "tokenizer.ggml.merges", formats::GgufType::kString, true));
         v.merge_rank.reserve(merges->array.size());
         for (size_t k = 0; k < merges->array.size(); ++k) {
             const std::string& m = merges->array[k].s;
             const size_t sp = m.find(' ', 1);
             if (sp == std::string::npos) {
-                return make_error(ErrorCode::kInvalidFile, "{}: merge {} ('{}') has no space separator", g.source(),
-                                  k, m);
+                return make_error(ErrorCode::kInvalidFile,
+                                  "{}: merge {} ('{}') has no space separator", g.source(), k, m);
             }
             v.merge_rank.emplace(std::make_pair(m.substr(0, sp), m.substr(sp + 1)), int32_t(k));
         }
@@ -123,7 +131,8 @@ Result<Vocab> Vocab::from_gguf(const formats::GgufFile& g) {
         }
     }
     for (size_t k = 0; k < n; ++k) {
-        if ((v.types[k] == TokenType::kControl || v.types[k] == TokenType::kUserDefined) && !v.tokens[k].empty()) {
+        if ((v.types[k] == TokenType::kControl || v.types[k] == TokenType::kUserDefined) &&
+            !v.tokens[k].empty()) {
             v.specials.push_back(TokenId(k));
         }
     }

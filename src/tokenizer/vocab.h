@@ -46,7 +46,7 @@ struct Vocab {
     TokenId bos = kNoToken, eos = kNoToken, unk = kNoToken, pad = kNoToken, eot = kNoToken;
     bool add_bos = false;
     bool add_eos = false;
-    bool add_space_prefix = true;  // SentencePiece leading-space rule
+    bool add_space_prefix = true;      // SentencePiece leading-space rule
     std::vector<TokenId> byte_tokens;  // SPM: id of <0xNN> for each byte, or kNoToken
     std::vector<TokenId> specials;     // control + user-defined, longest text first
     std::string chat_template;         // tokenizer.chat_template, empty if none
@@ -56,7 +56,9 @@ struct Vocab {
     bool valid(TokenId id) const { return id >= 0 && id < size(); }
     bool is_control(TokenId id) const { return types[size_t(id)] == TokenType::kControl; }
     // Tokens that end generation: eos, eot.
-    bool is_end_of_generation(TokenId id) const { return id == eos || (eot != kNoToken && id == eot); }
+    bool is_end_of_generation(TokenId id) const {
+        return id == eos || (eot != kNoToken && id == eot);
+    }
 };
 
 }  // namespace pagoda::tokenizer

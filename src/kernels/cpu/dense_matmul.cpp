@@ -1,8 +1,7 @@
 // oneDNN matmul with weights packed once. oneDNN's C++ API throws dnnl::error: every
 // call into it is wrapped here, so nothing escapes to the data path.
-#include <dnnl.hpp>
-
 #include <algorithm>
+#include <dnnl.hpp>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -54,7 +53,8 @@ struct DenseMatmul::Impl {
         using dt = dnnl::memory::data_type;
         using tag = dnnl::memory::format_tag;
         const dnnl::memory::desc src({m, k}, wtype, tag::ab);
-        const dnnl::memory::desc wei = any_weights ? dnnl::memory::desc({k, n}, wtype, tag::any) : packed_desc;
+        const dnnl::memory::desc wei =
+            any_weights ? dnnl::memory::desc({k, n}, wtype, tag::any) : packed_desc;
         const dnnl::memory::desc dst({m, n}, dt::f32, tag::ab);
         return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), engine());
     }
@@ -66,7 +66,8 @@ struct DenseMatmul::Impl {
         auto it = g_prims().find(key);
         if (it != g_prims().end()) return it->second;
         auto pd = make_pd(m, false);
-        PAGODA_CHECK(pd.weights_desc() == packed_desc) << "oneDNN packed layout differs for batch " << m;
+        PAGODA_CHECK(pd.weights_desc() == packed_desc)
+            << "oneDNN packed layout differs for batch " << m;
         return g_prims().emplace(key, dnnl::matmul(pd)).first->second;
     }
 };
@@ -101,7 +102,8 @@ Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
             case TensorType::kF16:  // exact in f32; bf16 would drop 3 mantissa bits
                 im.wtype = dt::f32;
                 tmp32.resize(size_t(w.rows * w.cols));
-                for (size_t i = 0; i < tmp32.size(); ++i) tmp32[i] = fp16_to_float(reinterpret_cast<const uint16_t*>(w.data)[i]);
+                for (size_t i = 0; i < tmp32.size(); ++i)
+                    tmp32[i] = fp16_to_float(reinterpret_cast<const uint16_t*>(w.data)[i]);
                 src = tmp32.data();
                 break;
             default:
@@ -121,7 +123,8 @@ Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
         s.wait();
         im.prim(1);
     } catch (const dnnl::error& e) {
-        return make_error(ErrorCode::kInternal, "oneDNN matmul setup failed ({}x{}): {}", w.rows, w.cols, e.what());
+        return make_error(ErrorCode::kInternal, "oneDNN matmul setup failed ({}x{}): {}", w.rows,
+                          w.cols, e.what());
     }
     return mm;
 }
@@ -176,7 +179,8 @@ void DenseMatmul::run(const float* x, int m, float* y) const {
         s.wait();
         if (mb != m) std::copy(ypad.begin(), ypad.begin() + ptrdiff_t(size_t(m) * size_t(im.n)), y);
     } catch (const dnnl::error& e) {
-        PAGODA_CHECK(false) << "oneDNN matmul failed: " << e.what();  // shapes were validated at load
+        PAGODA_CHECK(false) << "oneDNN matmul failed: "
+                            << e.what();  // shapes were validated at load
     }
 }
 

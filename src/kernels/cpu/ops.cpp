@@ -18,7 +18,9 @@ namespace pagoda::kernels::cpu {
 namespace {
 bool g_force_portable = false;
 std::atomic<int> g_num_threads{0};  // 0: OpenMP's default (OMP_NUM_THREADS or the CPU count)
-VnniWeights vnni_of(TensorType t) { return t == TensorType::kQ8_0 ? VnniWeights::kQ8_0 : VnniWeights::kQ4_0; }
+VnniWeights vnni_of(TensorType t) {
+    return t == TensorType::kQ8_0 ? VnniWeights::kQ8_0 : VnniWeights::kQ4_0;
+}
 }  // namespace
 
 void set_force_portable_kernels(bool on) { g_force_portable = on; }
@@ -44,7 +46,8 @@ void matmul(const WeightView& w, const float* x, int m, float* y) {
         for (int64_t r = 0; r < w.rows; ++r) {
             ref::dequantize_row(w, r, row.data());
             for (int i = 0; i < m; ++i) {
-                y[size_t(i) * size_t(w.rows) + size_t(r)] = dot_f32(row.data(), x + size_t(i) * size_t(w.cols), int(w.cols));
+                y[size_t(i) * size_t(w.rows) + size_t(r)] =
+                    dot_f32(row.data(), x + size_t(i) * size_t(w.cols), int(w.cols));
             }
         }
         return;
@@ -56,7 +59,8 @@ void matmul(const WeightView& w, const float* x, int m, float* y) {
 
 Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
     if ((w.type != TensorType::kQ8_0 && w.type != TensorType::kQ4_0) || w.cols % 32 != 0) {
-        return make_error(ErrorCode::kUnsupported, "QuantMatmul: {} with {} columns is not Q8_0/Q4_0 in 32-blocks",
+        return make_error(ErrorCode::kUnsupported,
+                          "QuantMatmul: {} with {} columns is not Q8_0/Q4_0 in 32-blocks",
                           formats::tensor_type_name(w.type), w.cols);
     }
     std::unique_ptr<QuantMatmul> q(new QuantMatmul());
@@ -112,7 +116,8 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
 #pragma omp parallel for schedule(static) if (m > 1)
     for (int i = 0; i < m; ++i) {
         int8_t* qi = qx.data() + size_t(i) * size_t(cols_);
-        quantize_q8(x + size_t(i) * size_t(cols_), int(cols_), qi, dx.data() + size_t(i) * size_t(nb));
+        quantize_q8(x + size_t(i) * size_t(cols_), int(cols_), qi,
+                    dx.data() + size_t(i) * size_t(nb));
         if (use_vnni_) {  // the packed weights carry an offset (unsigned for vpdpbusd): remove it
             const int offset = vnni_weight_offset(vnni_of(type_));
             for (int b = 0; b < nb; ++b) {
@@ -129,11 +134,13 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
         // range), handed out dynamically so a thread slowed by its neighbours on the host
         // does not hold the other at the barrier. Prefill is compute-bound: one panel at a time.
         constexpr int kRangesPerThread = 4;
-        const int64_t ranges = m <= 64 ? std::min<int64_t>(panels, int64_t(omp_get_max_threads()) * kRangesPerThread) : panels;
+        const int64_t ranges =
+            m <= 64 ? std::min<int64_t>(panels, int64_t(omp_get_max_threads()) * kRangesPerThread)
+                    : panels;
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t c = 0; c < ranges; ++c) {
-            vnni_gemm(vnni_of(type_), packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y,
-                      panels * c / ranges, panels * (c + 1) / ranges);
+            vnni_gemm(vnni_of(type_), packed_.data(), rows_, cols_, qx.data(), dx.data(),
+                      corr.data(), m, y, panels * c / ranges, panels * (c + 1) / ranges);
         }
         return;
     }
@@ -141,7 +148,8 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
     const int64_t num_tiles = (rows_ + tile - 1) / tile;
     auto tile_rows = [&](int64_t t) {
         const int64_t r0 = t * tile, r1 = std::min(rows_, r0 + tile);
-        quant_rows(uint32_t(type_), packed_.data(), row_stride_, rows_, cols_, qx.data(), dx.data(), m, y, r0, r1);
+        quant_rows(uint32_t(type_), packed_.data(), row_stride_, rows_, cols_, qx.data(), dx.data(),
+                   m, y, r0, r1);
     };
     if (m <= 4) {
 #pragma omp parallel for schedule(static)
@@ -158,7 +166,8 @@ void rope(float* x, int num_heads, int head_dim, int pos, const RopeParams& p) {
     float cs[256], sn[256];
     PAGODA_CHECK(half <= 256) << half;
     for (int i = 0; i < half; ++i) {
-        double theta = double(pos) * double(p.freq_scale) * std::pow(double(p.freq_base), -2.0 * i / p.rot_dim);
+        double theta = double(pos) * double(p.freq_scale) *
+                       std::pow(double(p.freq_base), -2.0 * i / p.rot_dim);
         if (p.freq_factors) theta /= double(p.freq_factors[i]);
         cs[i] = float(std::cos(theta));
         sn[i] = float(std::sin(theta));
@@ -181,7 +190,8 @@ void rope(float* x, int num_heads, int head_dim, int pos, const RopeParams& p) {
     }
 }
 
-void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row, const float* v_row) {
+void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row,
+              const float* v_row) {
     const int32_t block = block_table[pos / kv.block_size];
     const int slot = pos % kv.block_size;
     for (int h = 0; h < kv.num_kv_heads; ++h) {
@@ -214,20 +224,21 @@ namespace {
 
 // Pointer to [slot][head_dim] rows of one kv head in one block, as f32 (converting
 // 16-bit storage into `scratch`).
-const float* block_rows(const PagedKv& kv, const void* pool, int32_t block, int kv_head, int n_slots,
-                        float* scratch) {
+const float* block_rows(const PagedKv& kv, const void* pool, int32_t block, int kv_head,
+                        int n_slots, float* scratch) {
     const size_t base = size_t(block) * kv.block_stride() + size_t(kv_head) * kv.head_stride();
     if (kv.dtype == KvDtype::kF32) return static_cast<const float*>(pool) + base;
-    half_to_f32(static_cast<const uint16_t*>(pool) + base, kv.dtype == KvDtype::kBF16, n_slots * kv.head_dim,
-                scratch);
+    half_to_f32(static_cast<const uint16_t*>(pool) + base, kv.dtype == KvDtype::kBF16,
+                n_slots * kv.head_dim, scratch);
     return scratch;
 }
 
 // One query row, the `g` query heads that share one KV head (GQA): each K and V block is
 // read (and widened from 16 bits) once for the whole group. Per head: scores over keys
 // 0..n_keys-1, softmax, weighted V sum, in the same order as one head alone.
-void attend_group(const PagedKv& kv, const int32_t* block_table, int kv_head, int n_keys, const float* q0,
-                  int g, float scale, float* o0, std::vector<float>& scores, std::vector<float>& scratch) {
+void attend_group(const PagedKv& kv, const int32_t* block_table, int kv_head, int n_keys,
+                  const float* q0, int g, float scale, float* o0, std::vector<float>& scores,
+                  std::vector<float>& scratch) {
     const int bs = kv.block_size, hd = kv.head_dim;
     scores.resize(size_t(g) * size_t(n_keys));
     scratch.resize(size_t(bs) * size_t(hd));
@@ -235,7 +246,8 @@ void attend_group(const PagedKv& kv, const int32_t* block_table, int kv_head, in
         const int n = std::min(bs, n_keys - t0);
         const float* krows = block_rows(kv, kv.k, block_table[t0 / bs], kv_head, n, scratch.data());
         for (int j = 0; j < g; ++j) {
-            score_rows(q0 + size_t(j) * size_t(hd), krows, n, hd, scale, scores.data() + size_t(j) * size_t(n_keys) + t0);
+            score_rows(q0 + size_t(j) * size_t(hd), krows, n, hd, scale,
+                       scores.data() + size_t(j) * size_t(n_keys) + t0);
         }
     }
     for (int j = 0; j < g; ++j) {
@@ -246,14 +258,16 @@ void attend_group(const PagedKv& kv, const int32_t* block_table, int kv_head, in
         const int n = std::min(bs, n_keys - t0);
         const float* vrows = block_rows(kv, kv.v, block_table[t0 / bs], kv_head, n, scratch.data());
         for (int j = 0; j < g; ++j) {
-            weighted_rows(scores.data() + size_t(j) * size_t(n_keys) + t0, vrows, n, hd, o0 + size_t(j) * size_t(hd));
+            weighted_rows(scores.data() + size_t(j) * size_t(n_keys) + t0, vrows, n, hd,
+                          o0 + size_t(j) * size_t(hd));
         }
     }
 }
 
 }  // namespace
 
-void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape, const std::vector<AttentionSeq>& seqs,
+void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape,
+                           const std::vector<AttentionSeq>& seqs,
                            const std::vector<int>& row_offsets, const float* q, float* out) {
     // Flatten (sequence, query row, KV head) into one parallel loop; each item serves the
     // query heads of its KV head's group.
@@ -279,14 +293,14 @@ void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape, const
             const size_t h0 = size_t(kvh) * size_t(group);
             const float* qh = q + row * size_t(shape.q_stride) + h0 * size_t(kv.head_dim);
             float* oh = out + row * size_t(shape.out_stride) + h0 * size_t(kv.head_dim);
-            attend_group(kv, seq.block_table, kvh, seq.q_pos0 + it.row + 1, qh, group, shape.scale, oh, scores,
-                         scratch);
+            attend_group(kv, seq.block_table, kvh, seq.q_pos0 + it.row + 1, qh, group, shape.scale,
+                         oh, scores, scratch);
         }
     }
 }
 
-void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq, const float* q,
-                     float* out) {
+void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq,
+                     const float* q, float* out) {
     paged_attention_batch(kv, shape, {seq}, {0}, q, out);
 }
 

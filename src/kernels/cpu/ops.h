@@ -22,12 +22,14 @@ void rmsnorm(const float* x, const float* weight, int n, float eps, float* out);
 void swiglu(const float* gate, const float* up, int n, float* out);
 void softmax(float* x, int n);
 void rope(float* x, int num_heads, int head_dim, int pos, const RopeParams& p);
-void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq, const float* q,
-                     float* out);
+void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq,
+                     const float* q, float* out);
 // Several sequences at once, parallel over sequences x query rows x heads.
-void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape, const std::vector<AttentionSeq>& seqs,
+void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape,
+                           const std::vector<AttentionSeq>& seqs,
                            const std::vector<int>& row_offsets, const float* q, float* out);
-void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row, const float* v_row);
+void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row,
+              const float* v_row);
 
 // Name of the SIMD target Highway picked on this machine (e.g. "AVX3").
 const char* simd_target_name();

@@ -31,21 +31,26 @@ enum class VnniWeights { kQ8_0, kQ4_0 };
 
 // Bytes of one packed 32-block of a panel, and of one panel (32 rows x cols); both are
 // multiples of 64.
-constexpr size_t vnni_panel_block_bytes(VnniWeights t) { return t == VnniWeights::kQ8_0 ? 1088 : 576; }
-inline size_t vnni_panel_bytes(VnniWeights t, int64_t cols) { return size_t(cols / 32) * vnni_panel_block_bytes(t); }
+constexpr size_t vnni_panel_block_bytes(VnniWeights t) {
+    return t == VnniWeights::kQ8_0 ? 1088 : 576;
+}
+inline size_t vnni_panel_bytes(VnniWeights t, int64_t cols) {
+    return size_t(cols / 32) * vnni_panel_block_bytes(t);
+}
 // The offset the packed weights carry: corr = -offset * sum(x) per block.
 inline int vnni_weight_offset(VnniWeights t) { return t == VnniWeights::kQ8_0 ? 128 : 8; }
 
 // Packs up to 32 rows (src_rows[r] = row r's Q8_0 or Q4_0 blocks as in the file; rows
 // from valid_rows on are zero with scale 0) into `dst` (vnni_panel_bytes bytes).
-void pack_vnni_panel(VnniWeights t, const uint8_t* const* src_rows, int valid_rows, int64_t cols, uint8_t* dst);
+void pack_vnni_panel(VnniWeights t, const uint8_t* const* src_rows, int valid_rows, int64_t cols,
+                     uint8_t* dst);
 
 // y[i][r] for panels [p0, p1) against m activation rows: qx signed int8 (row stride
 // cols), dx one scale per 32-block, corr = -offset * sum(qx) per 32-block (row stride
 // cols/32). y row stride `rows`; rows past `rows` in the last panel are not written.
 // Every output value is computed by the same sequence of operations whatever m or the
 // panel range (greedy decoding stays batch-invariant).
-void vnni_gemm(VnniWeights t, const uint8_t* packed, int64_t rows, int64_t cols, const int8_t* qx, const float* dx,
-               const int32_t* corr, int m, float* y, int64_t p0, int64_t p1);
+void vnni_gemm(VnniWeights t, const uint8_t* packed, int64_t rows, int64_t cols, const int8_t* qx,
+               const float* dx, const int32_t* corr, int m, float* y, int64_t p0, int64_t p1);
 
 }  // namespace pagoda::kernels::cpu

@@ -1,9 +1,12 @@
 // Highway SIMD kernels, compiled once per x86 target and dispatched at run time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/simd.cpp"
+// foreach_target.h re-includes this file once per target: it must come first.
+// clang-format off
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+// clang-format on
 
 #include <cmath>
 #include <cstring>
@@ -53,7 +56,8 @@ void AxpyF32(float alpha, const float* x, float* y, int n) {
     const int N = int(hn::Lanes(d));
     const auto va = hn::Set(d, alpha);
     int i = 0;
-    for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
+    for (; i + N <= n; i += N)
+        hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
     for (; i < n; ++i) y[i] += alpha * x[i];
 }
 
@@ -64,7 +68,8 @@ void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
     const float inv = 1.0f / std::sqrt(ss / float(n) + eps);
     const auto vi = hn::Set(d, inv);
     int i = 0;
-    for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + i), vi), hn::LoadU(d, w + i)), d, out + i);
+    for (; i + N <= n; i += N)
+        hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + i), vi), hn::LoadU(d, w + i)), d, out + i);
     for (; i < n; ++i) out[i] = x[i] * inv * w[i];
 }
 
@@ -140,8 +145,10 @@ void ScoreRows(const float* q, const float* k, int n, int hd, float scale, float
             x2 = hn::MulAdd(qa, hn::LoadU(d, k2 + i), x2);
             x3 = hn::MulAdd(qa, hn::LoadU(d, k3 + i), x3);
         }
-        float r0 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x0, y0))), r1 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x1, y1)));
-        float r2 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x2, y2))), r3 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x3, y3)));
+        float r0 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x0, y0))),
+              r1 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x1, y1)));
+        float r2 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x2, y2))),
+              r3 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x3, y3)));
         for (; i < hd; ++i) {
             r0 += q[i] * k0[i];
             r1 += q[i] * k1[i];
@@ -182,7 +189,9 @@ void WeightedRows(const float* p, const float* v, int n, int hd, float* out) {
     }
     for (; i + N <= hd; i += N) {
         auto a = hn::LoadU(d, out + i);
-        for (int s = 0; s < n; ++s) a = hn::MulAdd(hn::Set(d, p[s]), hn::LoadU(d, v + size_t(s) * size_t(hd) + size_t(i)), a);
+        for (int s = 0; s < n; ++s)
+            a = hn::MulAdd(hn::Set(d, p[s]), hn::LoadU(d, v + size_t(s) * size_t(hd) + size_t(i)),
+                           a);
         hn::StoreU(a, d, out + i);
     }
     for (; i < hd; ++i) {
@@ -211,7 +220,8 @@ void QuantizeQ8(const float* x, int n, int8_t* q, float* dscale) {
 
 // One weight row (Q8_0, repacked: int8 values, float scales) against one quantized
 // activation row.
-HWY_INLINE float DotQ8Row(const int8_t* wq, const float* wd, const int8_t* qx, const float* dx, int nb) {
+HWY_INLINE float DotQ8Row(const int8_t* wq, const float* wd, const int8_t* qx, const float* dx,
+                          int nb) {
     const hn::CappedTag<int16_t, 32> d16;
     const hn::Rebind<int8_t, decltype(d16)> d8;
     const hn::Repartition<int32_t, decltype(d16)> d32;
@@ -222,19 +232,23 @@ HWY_INLINE float DotQ8Row(const int8_t* wq, const float* wd, const int8_t* qx, c
     for (; b + 2 <= nb; b += 2) {  // two blocks per iteration: two independent chains
         auto s0 = hn::Zero(d32), s1 = hn::Zero(d32), t0 = hn::Zero(d32), t1 = hn::Zero(d32);
         for (int j = 0; j < 32; j += N) {
-            s0 = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LoadU(d8, wq + b * 32 + j)),
-                                               hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j)), s0, s1);
-            t0 = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LoadU(d8, wq + b * 32 + 32 + j)),
-                                               hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + 32 + j)), t0, t1);
+            s0 = hn::ReorderWidenMulAccumulate(
+                d32, hn::PromoteTo(d16, hn::LoadU(d8, wq + b * 32 + j)),
+                hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j)), s0, s1);
+            t0 = hn::ReorderWidenMulAccumulate(
+                d32, hn::PromoteTo(d16, hn::LoadU(d8, wq + b * 32 + 32 + j)),
+                hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + 32 + j)), t0, t1);
         }
         acc0 = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, wd[b] * dx[b]), acc0);
-        acc1 = hn::MulAdd(hn::ConvertTo(df, hn::Add(t0, t1)), hn::Set(df, wd[b + 1] * dx[b + 1]), acc1);
+        acc1 = hn::MulAdd(hn::ConvertTo(df, hn::Add(t0, t1)), hn::Set(df, wd[b + 1] * dx[b + 1]),
+                          acc1);
     }
     for (; b < nb; ++b) {
         auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
         for (int j = 0; j < 32; j += N) {
-            s0 = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LoadU(d8, wq + b * 32 + j)),
-                                               hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j)), s0, s1);
+            s0 = hn::ReorderWidenMulAccumulate(
+                d32, hn::PromoteTo(d16, hn::LoadU(d8, wq + b * 32 + j)),
+                hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j)), s0, s1);
         }
         acc0 = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, wd[b] * dx[b]), acc0);
     }
@@ -243,7 +257,8 @@ HWY_INLINE float DotQ8Row(const int8_t* wq, const float* wd, const int8_t* qx, c
 
 // One weight row (Q4_0, repacked: 16 bytes of nibbles per block, float scales) against
 // one quantized activation row.
-HWY_INLINE float DotQ4Row(const uint8_t* wq, const float* wd, const int8_t* qx, const float* dx, int nb) {
+HWY_INLINE float DotQ4Row(const uint8_t* wq, const float* wd, const int8_t* qx, const float* dx,
+                          int nb) {
     const hn::CappedTag<int16_t, 16> d16;
     const hn::RebindToUnsigned<decltype(d16)> du16;
     const hn::Rebind<uint8_t, decltype(d16)> du8;
@@ -260,8 +275,10 @@ HWY_INLINE float DotQ4Row(const uint8_t* wq, const float* wd, const int8_t* qx, 
             const auto raw = hn::BitCast(d16, hn::PromoteTo(du16, hn::LoadU(du8, wq + b * 16 + j)));
             const auto lo = hn::Sub(hn::And(raw, mask), eight);
             const auto hi = hn::Sub(hn::ShiftRight<4>(raw), eight);
-            s0 = hn::ReorderWidenMulAccumulate(d32, lo, hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j)), s0, s1);
-            s0 = hn::ReorderWidenMulAccumulate(d32, hi, hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + 16 + j)), s0, s1);
+            s0 = hn::ReorderWidenMulAccumulate(
+                d32, lo, hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + j)), s0, s1);
+            s0 = hn::ReorderWidenMulAccumulate(
+                d32, hi, hn::PromoteTo(d16, hn::LoadU(d8, qx + b * 32 + 16 + j)), s0, s1);
         }
         acc = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, wd[b] * dx[b]), acc);
     }
@@ -281,8 +298,9 @@ void QuantRows(uint32_t type, const uint8_t* packed, size_t row_stride, int64_t 
         for (int i = 0; i < m; ++i) {
             const int8_t* q = qx + size_t(i) * size_t(cols);
             const float* d = dx + size_t(i) * size_t(nb);
-            y[size_t(i) * size_t(rows) + size_t(r)] = q8 ? DotQ8Row(reinterpret_cast<const int8_t*>(wr), wdr, q, d, nb)
-                                                         : DotQ4Row(wr, wdr, q, d, nb);
+            y[size_t(i) * size_t(rows) + size_t(r)] =
+                q8 ? DotQ8Row(reinterpret_cast<const int8_t*>(wr), wdr, q, d, nb)
+                   : DotQ4Row(wr, wdr, q, d, nb);
         }
     }
 }
@@ -303,7 +321,9 @@ void HalfToF32(const uint16_t* in, bool bf16, int n, float* out) {
     } else {
         const hn::Rebind<hwy::float16_t, decltype(df)> dh;
         for (; i + N <= n; i += N) {
-            hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(in + i))), df, out + i);
+            hn::StoreU(
+                hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(in + i))),
+                df, out + i);
         }
         for (; i < n; ++i) out[i] = fp16_to_float(in[i]);
     }
@@ -332,17 +352,25 @@ HWY_EXPORT(QuantRows);
 HWY_EXPORT(HalfToF32);
 HWY_EXPORT(TargetHere);
 
-float dot_f32(const float* a, const float* b, int n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
+float dot_f32(const float* a, const float* b, int n) {
+    return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n);
+}
 float sum_f32(const float* a, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(a, n); }
-void axpy_f32(float a, const float* x, float* y, int n) { HWY_DYNAMIC_DISPATCH(AxpyF32)(a, x, y, n); }
+void axpy_f32(float a, const float* x, float* y, int n) {
+    HWY_DYNAMIC_DISPATCH(AxpyF32)(a, x, y, n);
+}
 void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
     HWY_DYNAMIC_DISPATCH(RmsNorm)(x, w, n, eps, out);
 }
-void swiglu(const float* g, const float* u, int n, float* out) { HWY_DYNAMIC_DISPATCH(SwiGlu)(g, u, n, out); }
+void swiglu(const float* g, const float* u, int n, float* out) {
+    HWY_DYNAMIC_DISPATCH(SwiGlu)(g, u, n, out);
+}
 void softmax(float* x, int n) { HWY_DYNAMIC_DISPATCH(Softmax)(x, n); }
-void quantize_q8(const float* x, int n, int8_t* q, float* d) { HWY_DYNAMIC_DISPATCH(QuantizeQ8)(x, n, q, d); }
-void quant_rows(uint32_t type, const uint8_t* packed, size_t row_stride, int64_t rows, int64_t cols, const int8_t* qx,
-                const float* dx, int m, float* y, int64_t r0, int64_t r1) {
+void quantize_q8(const float* x, int n, int8_t* q, float* d) {
+    HWY_DYNAMIC_DISPATCH(QuantizeQ8)(x, n, q, d);
+}
+void quant_rows(uint32_t type, const uint8_t* packed, size_t row_stride, int64_t rows, int64_t cols,
+                const int8_t* qx, const float* dx, int m, float* y, int64_t r0, int64_t r1) {
     HWY_DYNAMIC_DISPATCH(QuantRows)(type, packed, row_stride, rows, cols, qx, dx, m, y, r0, r1);
 }
 void score_rows(const float* q, const float* k, int n, int hd, float scale, float* scores) {
@@ -354,8 +382,6 @@ void weighted_rows(const float* p, const float* v, int n, int hd, float* out) {
 void half_to_f32(const uint16_t* in, bool bf16, int n, float* out) {
     HWY_DYNAMIC_DISPATCH(HalfToF32)(in, bf16, n, out);
 }
-const char* simd_target_name() {
-    return HWY_DYNAMIC_DISPATCH(TargetHere)();
-}
+const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetHere)(); }
 }  // namespace pagoda::kernels::cpu
 #endif

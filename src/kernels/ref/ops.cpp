@@ -21,10 +21,12 @@ void dequantize_row(const WeightView& w, int64_t r, float* out) {
             for (int64_t i = 0; i < n; ++i) out[i] = reinterpret_cast<const float*>(row)[i];
             return;
         case TensorType::kF16:
-            for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+            for (int64_t i = 0; i < n; ++i)
+                out[i] = fp16_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
             return;
         case TensorType::kBF16:
-            for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+            for (int64_t i = 0; i < n; ++i)
+                out[i] = bf16_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
             return;
         case TensorType::kQ8_0: {
             const auto* b = reinterpret_cast<const BlockQ8_0*>(row);
@@ -53,10 +55,12 @@ void quantize_row(TensorType type, const float* x, int64_t n, uint8_t* out) {
     switch (type) {
         case TensorType::kF32: std::memcpy(out, x, size_t(n) * 4); return;
         case TensorType::kF16:
-            for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(out)[i] = float_to_fp16(x[i]);
+            for (int64_t i = 0; i < n; ++i)
+                reinterpret_cast<uint16_t*>(out)[i] = float_to_fp16(x[i]);
             return;
         case TensorType::kBF16:
-            for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(out)[i] = float_to_bf16(x[i]);
+            for (int64_t i = 0; i < n; ++i)
+                reinterpret_cast<uint16_t*>(out)[i] = float_to_bf16(x[i]);
             return;
         case TensorType::kQ8_0: {
             auto* b = reinterpret_cast<BlockQ8_0*>(out);
@@ -131,7 +135,8 @@ void softmax(float* x, int n) {
 void rope(float* x, int num_heads, int head_dim, int pos, const RopeParams& p) {
     const int half = p.rot_dim / 2;
     for (int i = 0; i < half; ++i) {
-        double theta = double(pos) * double(p.freq_scale) * std::pow(double(p.freq_base), -2.0 * i / p.rot_dim);
+        double theta = double(pos) * double(p.freq_scale) *
+                       std::pow(double(p.freq_base), -2.0 * i / p.rot_dim);
         if (p.freq_factors) theta /= double(p.freq_factors[i]);
         const float c = float(std::cos(theta)), s = float(std::sin(theta));
         for (int h = 0; h < num_heads; ++h) {
@@ -165,7 +170,8 @@ float kv_at(const PagedKv& kv, const int32_t* block_table, int which, int pos, i
     return 0.0f;
 }
 
-void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row, const float* v_row) {
+void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row,
+              const float* v_row) {
     for (int h = 0; h < kv.num_kv_heads; ++h) {
         for (int d = 0; d < kv.head_dim; ++d) {
             const size_t idx = kv_index(kv, block_table, pos, h, d);
@@ -188,8 +194,8 @@ void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const floa
     }
 }
 
-void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq, const float* q,
-                     float* out) {
+void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq,
+                     const float* q, float* out) {
     const int group = shape.num_heads / kv.num_kv_heads;
     std::vector<float> scores;
     for (int i = 0; i < seq.num_q; ++i) {
@@ -197,17 +203,21 @@ void paged_attention(const PagedKv& kv, const AttentionShape& shape, const Atten
         scores.assign(size_t(n_keys), 0.0f);
         for (int h = 0; h < shape.num_heads; ++h) {
             const int kvh = h / group;
-            const float* qh = q + size_t(i) * size_t(shape.q_stride) + size_t(h) * size_t(kv.head_dim);
+            const float* qh =
+                q + size_t(i) * size_t(shape.q_stride) + size_t(h) * size_t(kv.head_dim);
             for (int t = 0; t < n_keys; ++t) {
                 double dot = 0.0;
-                for (int d = 0; d < kv.head_dim; ++d) dot += double(qh[d]) * kv_at(kv, seq.block_table, 0, t, kvh, d);
+                for (int d = 0; d < kv.head_dim; ++d)
+                    dot += double(qh[d]) * kv_at(kv, seq.block_table, 0, t, kvh, d);
                 scores[size_t(t)] = float(dot) * shape.scale;
             }
             softmax(scores.data(), n_keys);
-            float* oh = out + size_t(i) * size_t(shape.out_stride) + size_t(h) * size_t(kv.head_dim);
+            float* oh =
+                out + size_t(i) * size_t(shape.out_stride) + size_t(h) * size_t(kv.head_dim);
             for (int d = 0; d < kv.head_dim; ++d) {
                 double acc = 0.0;
-                for (int t = 0; t < n_keys; ++t) acc += double(scores[size_t(t)]) * kv_at(kv, seq.block_table, 1, t, kvh, d);
+                for (int t = 0; t < n_keys; ++t)
+                    acc += double(scores[size_t(t)]) * kv_at(kv, seq.block_table, 1, t, kvh, d);
                 oh[d] = float(acc);
             }
         }

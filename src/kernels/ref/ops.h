@@ -24,11 +24,12 @@ void softmax(float* x, int n);
 // Rotates `num_heads` heads of `head_dim` floats at x for position `pos`.
 void rope(float* x, int num_heads, int head_dim, int pos, const RopeParams& p);
 // out rows for each query of `seq` (causal), reading K/V through the block table.
-void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq, const float* q,
-                     float* out);
+void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq,
+                     const float* q, float* out);
 // Reads element `d` of K or V (which = 0/1) at `pos` for `kv_head`.
 float kv_at(const PagedKv& kv, const int32_t* block_table, int which, int pos, int kv_head, int d);
 // Writes one token's K and V rows ([num_kv_heads * head_dim] each) at `pos`.
-void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row, const float* v_row);
+void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row,
+              const float* v_row);
 
 }  // namespace pagoda::kernels::ref

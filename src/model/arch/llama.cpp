@@ -4,7 +4,8 @@
 
 namespace pagoda::model {
 const Architecture& llama_architecture() {
-    static const Architecture a{"llama", "Llama 2/3, TinyLlama, SmolLM", kernels::RopeStyle::kNormal, false, false};
+    static const Architecture a{"llama", "Llama 2/3, TinyLlama, SmolLM",
+                                kernels::RopeStyle::kNormal, false, false};
     return a;
 }
 }  // namespace pagoda::model

@@ -4,7 +4,8 @@
 
 namespace pagoda::model {
 const Architecture& mistral_architecture() {
-    static const Architecture a{"mistral", "Mistral (Llama block)", kernels::RopeStyle::kNormal, false, false};
+    static const Architecture a{"mistral", "Mistral (Llama block)", kernels::RopeStyle::kNormal,
+                                false, false};
     return a;
 }
 }  // namespace pagoda::model
