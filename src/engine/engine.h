@@ -5,7 +5,9 @@
 // published snapshots (stats(), knobs()), none of which waits for a step.
 //
 // Each step: drain intake and cancels, schedule, copy-on-write copies, forward, sample,
-// detokenize and check stops, push events, publish a snapshot (ARCHITECTURE.md §4).
+// detokenize and check stops, publish a snapshot, then push the step's events: a consumer
+// that sees an event also sees the snapshot of the step that made it, on every path
+// (tokens, stops, timeouts, cancels, rejections, forward errors).
 
 #include <atomic>
 #include <chrono>
@@ -20,6 +22,9 @@
 #include <vector>
 
 #include "base/result.h"
+#include "engine/live_request.h"
+#include "engine/request.h"
+#include "engine/request_stream.h"
 #include "engine/sampler.h"
 #include "kvcache/block_manager.h"
 #include "kvcache/kv_pool.h"
@@ -29,7 +34,6 @@
 
 namespace pagoda::engine {
 
-using Clock = std::chrono::steady_clock;
 using scheduler::RuntimeKnobs;
 
 struct EngineConfig {
@@ -38,81 +42,6 @@ struct EngineConfig {
     bool enable_prefix_caching = true;
 
     Status validate() const;
-};
-
-struct Request {
-    std::vector<int32_t> prompt_ids;
-    SamplingParams sampling;
-    int priority = 0;                           // lower runs first
-    std::optional<Clock::time_point> deadline;  // finish with "timeout" if still queued then
-    uint64_t cache_salt = 0;                    // prefix-cache isolation between tenants
-    bool detokenize = true;                     // produce text deltas and apply stop strings
-    std::optional<Clock::time_point> arrival;   // default: submit time
-};
-
-enum class FinishReason { kStop, kLength, kCancelled, kRejected, kTimeout, kError };
-const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", ...
-
-struct Usage {
-    int64_t prompt_tokens = 0;
-    int64_t completion_tokens = 0;  // over all n samples
-    int64_t cached_tokens = 0;      // prompt tokens served by the prefix cache
-};
-
-struct RequestTimings {
-    Clock::time_point arrival, first_scheduled, first_token, finished;
-    bool scheduled = false, has_token = false;
-    int num_preemptions = 0;
-    double queue_seconds() const;  // arrival -> first scheduled
-    double ttft_seconds() const;   // arrival -> first token
-    double e2e_seconds() const;    // arrival -> finished
-};
-
-// One step's output for one of a request's n samples. The last event of a request has
-// request_done set, with usage and timings.
-struct Event {
-    int index = 0;                       // which of the n samples
-    std::vector<int32_t> token_ids;      // new tokens (stop/end tokens are not included)
-    std::string text;                    // new text (held back while a stop string may be forming)
-    std::vector<TokenLogprob> logprobs;  // one per token in token_ids when logprobs >= 0
-    Clock::time_point time;              // when the tokens were produced
-    uint64_t step = 0;                   // engine step that produced it
-    std::optional<FinishReason> finish;  // this sample is complete
-    std::string stop_reason;             // the stop string or token id that ended it
-    std::string error;                   // for kRejected / kError
-    bool request_done = false;
-    Usage usage;
-    RequestTimings timings;
-};
-
-class Engine;
-struct Intake;
-
-// The caller's side of one request: events out, cancel in. Thread-safe.
-class RequestStream {
-  public:
-    // Blocks until an event is available; false once the last event was taken.
-    bool next(Event& ev);
-    // Waits at most `timeout`; nullopt on timeout (or when done and empty).
-    std::optional<Event> next_for(std::chrono::milliseconds timeout);
-    std::optional<Event> try_next();
-    // Asks the engine to stop this request; its blocks are freed at the next step.
-    void cancel();
-    bool done() const;
-    uint64_t id() const { return id_; }
-    // Called (from the engine thread) whenever events were pushed; for async consumers.
-    void set_notify(std::function<void()> fn);
-
-  private:
-    friend class Engine;
-    void push(Event ev);
-    uint64_t id_ = 0;
-    std::shared_ptr<Intake> intake_;
-    mutable std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<Event> events_;
-    bool finished_ = false;  // the request_done event was pushed
-    std::function<void()> notify_;
 };
 
 struct StepTimings {
@@ -132,6 +61,7 @@ struct EngineStats {
     int64_t finished_by_reason[6] = {};  // indexed by FinishReason
     int64_t preemptions = 0;
     double peak_kv_usage = 0.0;
+    int32_t peak_step_batched_tokens = 0;  // most tokens one forward pass has run
     StepTimings last_step;
     StepTimings total_time;  // sums over all steps
     int32_t last_prefill_tokens = 0, last_decode_seqs = 0;
@@ -146,6 +76,10 @@ struct StepHistograms {
     metrics::Histogram schedule, forward, sample, output, step;
 };
 
+// Retry-After for a full queue: the queued tokens over the recent token rate, clamped to
+// [1, 60] seconds (1 before any rate was measured).
+double estimate_retry_after_seconds(int64_t waiting_tokens, double tokens_per_second);
+
 class Engine {
   public:
     static Result<std::unique_ptr<Engine>> create(model::Model& m, const EngineConfig& cfg);
@@ -156,7 +90,7 @@ class Engine {
     // Validates and queues. Errors: kInvalidArgument (bad params), kOutOfRange (too long
     // for the context or the cache), kResourceExhausted (queue full: retry_after_seconds()).
     Result<std::shared_ptr<RequestStream>> submit(Request r);
-    double retry_after_seconds() const;
+    double retry_after_seconds() const;  // estimate_retry_after_seconds() of the last snapshot
 
     Status set_knobs(const RuntimeKnobs& k);  // applied between steps; logged
     RuntimeKnobs knobs() const;
@@ -175,18 +109,31 @@ class Engine {
     void shutdown();
 
   private:
+    struct StepOutput;  // engine_step.cpp: a step's plan, timings and sampled tokens
     Engine() = default;
-    struct Choice;
-    struct Req;
     void loop();
+    // One step, in the order it runs (engine_step.cpp). Events produced anywhere in a step
+    // go to outbox_ and reach their streams only after the step's snapshot is published.
     void step();
-    void apply_intake();
-    void finish_choice(Req& r, Choice& c, FinishReason why, std::string stop_reason,
-                       std::vector<Event>& out);
-    void fail_request(Req& r, FinishReason why, const std::string& error);
-    void emit_token(Req& r, Choice& c, int32_t tok, const float* logits, std::vector<Event>& out);
+    void apply_intake();  // knobs, then new requests, then cancels
+    void apply_knobs(const RuntimeKnobs& k);
+    void admit(std::shared_ptr<RequestStream> stream, Request request);
+    void handle_timeouts(const scheduler::BatchPlan& plan);
+    void note_admissions(const scheduler::BatchPlan& plan);
+    void build_batch(const scheduler::BatchPlan& plan, Clock::time_point now);
+    void sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledToken>& out);
+    void fork_samples(LiveRequest& r, kvcache::SeqId parent);
+    void emit(const std::vector<SampledToken>& sampled);
+    void record_step(const scheduler::BatchPlan& plan, const StepTimings& t);
     void publish(const scheduler::BatchPlan& plan, const StepTimings& t);
-    void release(Req& r);
+    void deliver();  // pushes outbox_ to the streams; call after publish()
+
+    // Ending samples and requests.
+    void emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* logits);
+    void finish_sample(LiveRequest& r, Sample& c, FinishReason why, std::string stop_reason);
+    void fail_request(LiveRequest& r, FinishReason why, const std::string& error);
+    Event& event_for(LiveRequest& r, const Sample& c);  // this step's event of that sample
+    void drop_released();
 
     model::Model* model_ = nullptr;
     EngineConfig cfg_;
@@ -197,8 +144,9 @@ class Engine {
     std::thread thread_;
 
     // Engine-thread state.
-    std::vector<std::unique_ptr<Req>> reqs_;                           // live requests
-    std::unordered_map<kvcache::SeqId, std::pair<Req*, int>> by_seq_;  // seq -> (request, choice)
+    std::vector<std::unique_ptr<LiveRequest>> reqs_;        // live requests
+    std::unordered_map<kvcache::SeqId, SampleRef> by_seq_;  // scheduler sequence -> sample
+    std::vector<std::pair<std::shared_ptr<RequestStream>, Event>> outbox_;  // this step's events
     kvcache::SeqId next_seq_ = 1;
     uint64_t step_no_ = 0;
     model::ForwardBatch batch_;

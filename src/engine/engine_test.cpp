@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -64,6 +65,7 @@ struct Output {
     Usage usage;
     RequestTimings timings;
     uint64_t last_step = 0;
+    std::vector<uint64_t> token_steps;  // the engine step of every event that carried tokens
 };
 
 // Collects every event of a stream; one Output per sample index.
@@ -75,6 +77,7 @@ std::vector<Output> collect(RequestStream& s, int n = 1) {
         o.ids.insert(o.ids.end(), ev.token_ids.begin(), ev.token_ids.end());
         o.text += ev.text;
         o.last_step = ev.step;
+        if (!ev.token_ids.empty()) o.token_steps.push_back(ev.step);
         if (ev.finish) {
             o.finish = *ev.finish;
             o.stop_reason = ev.stop_reason;
@@ -162,14 +165,21 @@ TEST_P(BatchInvariance, GreedyIdsMatchEachRequestAlone) {
     const auto outs = together(**e, reqs, 3);
     const auto st = (*e)->stats();
     EXPECT_GT(st->steps, 0u);
-    int batched_steps_seen = 0;
+    std::map<uint64_t, int> requests_per_step;  // step -> requests that got tokens in it
     for (size_t i = 0; i < reqs.size(); ++i) {
         ASSERT_EQ(outs[i].finish, FinishReason::kLength) << i;
         ASSERT_EQ(int(outs[i].ids.size()), reqs[i].sampling.max_tokens) << i;
         EXPECT_EQ(outs[i].ids, alone(m, cfg, reqs[i]))
             << "request " << i << " (prompt " << prompts[i].size() << " tokens)";
-        ++batched_steps_seen;
+        for (uint64_t step :
+             std::set<uint64_t>(outs[i].token_steps.begin(), outs[i].token_steps.end())) {
+            ++requests_per_step[step];
+        }
     }
+    // Invariance was tested on batches: steps in which several requests produced tokens.
+    int batched_steps_seen = 0;
+    for (const auto& [step, n] : requests_per_step) batched_steps_seen += n > 1;
+    EXPECT_GT(batched_steps_seen, 0);
     // The requests really shared steps: fewer steps than running them one after another.
     int64_t serial_steps = 0;
     for (const auto& r : reqs) serial_steps += r.sampling.max_tokens;
@@ -245,8 +255,7 @@ TEST(Engine, PrefixCachingComputesOnlyTheSuffix) {
     auto sb = (*e)->submit(b);
     ASSERT_TRUE(sb.ok());
     const auto ob = collect(**sb)[0];
-    std::this_thread::sleep_for(20ms);
-    const auto st = (*e)->stats();
+    const auto st = (*e)->stats();  // published before the last event was pushed
     EXPECT_EQ(st->prompt_tokens - before, 7) << "only the 7-token suffix is computed";
     EXPECT_EQ(ob.usage.cached_tokens, 3 * bs);
     EXPECT_GE(st->blocks.prefix_hits, 3);
@@ -270,9 +279,9 @@ TEST(Engine, CancelFreesBlocksWithinOneStep) {
     const auto o = collect(**s)[0];
     EXPECT_EQ(o.finish, FinishReason::kCancelled);
     EXPECT_LE(o.last_step, step_at_cancel + 1);
-    for (int i = 0; i < 200 && (*e)->stats()->blocks.used != 0; ++i)
-        std::this_thread::sleep_for(5ms);
+    // The snapshot of the cancelling step was published before its event was pushed.
     EXPECT_EQ((*e)->stats()->blocks.used, 0);
+    EXPECT_EQ((*e)->stats()->finished_by_reason[int(FinishReason::kCancelled)], 1);
     EXPECT_EQ((*e)->num_unfinished(), 0);
 }
 
@@ -412,6 +421,8 @@ TEST(Engine, QueuedPastDeadlineTimesOut) {
     const auto o = collect(**(*e)->submit(r))[0];
     EXPECT_EQ(o.finish, FinishReason::kTimeout);
     EXPECT_TRUE(o.ids.empty());
+    EXPECT_EQ((*e)->stats()->finished_by_reason[int(FinishReason::kTimeout)], 1);
+    EXPECT_EQ((*e)->stats()->queue.waiting, 0);
 }
 
 TEST(Engine, FullQueueRejectsWithRetryHint) {
@@ -437,7 +448,15 @@ TEST(Engine, FullQueueRejectsWithRetryHint) {
     }
     EXPECT_EQ(finished, int(ok.size()));  // every accepted request ends exactly once
     EXPECT_GT(rejected, 0);
-    EXPECT_GE((*e)->retry_after_seconds(), 1.0);
+}
+
+// Retry-After: the queued tokens over the recent token rate, between 1 and 60 seconds.
+TEST(Engine, RetryAfterEstimateFollowsQueueAndRate) {
+    EXPECT_EQ(estimate_retry_after_seconds(5000, 0.0), 1.0);  // no rate measured yet
+    EXPECT_EQ(estimate_retry_after_seconds(1000, 100.0), 10.0);
+    EXPECT_EQ(estimate_retry_after_seconds(2500, 100.0), 25.0);
+    EXPECT_EQ(estimate_retry_after_seconds(10, 100.0), 1.0);        // floor
+    EXPECT_EQ(estimate_retry_after_seconds(1000000, 100.0), 60.0);  // ceiling
 }
 
 TEST(Engine, KnobsChangeBetweenSteps) {
@@ -445,7 +464,7 @@ TEST(Engine, KnobsChangeBetweenSteps) {
     ASSERT_TRUE(e.ok());
     RuntimeKnobs k = (*e)->knobs();
     k.max_num_seqs = 3;
-    k.max_num_batched_tokens = 100;
+    k.max_num_batched_tokens = 40;
     ASSERT_TRUE((*e)->set_knobs(k).ok());
     EXPECT_EQ((*e)->knobs().max_num_seqs, 3);
     RuntimeKnobs bad = k;
@@ -453,12 +472,27 @@ TEST(Engine, KnobsChangeBetweenSteps) {
     auto st = (*e)->set_knobs(bad);
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.error().message.find("max_num_batched_tokens"), std::string::npos);
+    // 8 requests of 30-token prompts: without the knobs one step would run all 8 and
+    // prefill 240 tokens.
+    const auto prompts = random_prompts(stories(), 8, 30, 30, 5);
     std::vector<std::shared_ptr<RequestStream>> ss;
-    for (int i = 0; i < 8; ++i) ss.push_back(*(*e)->submit(greedy({1, 5, int32_t(100 + i)}, 6)));
-    for (auto& s : ss) collect(*s);
+    for (const auto& p : prompts) ss.push_back(*(*e)->submit(greedy(p, 6)));
+    std::map<uint64_t, int> requests_per_step;
+    for (auto& s : ss) {
+        const Output o = collect(*s)[0];
+        EXPECT_EQ(o.ids.size(), 6u);
+        for (uint64_t step : std::set<uint64_t>(o.token_steps.begin(), o.token_steps.end())) {
+            ++requests_per_step[step];
+        }
+    }
+    int most = 0;
+    for (const auto& [step, n] : requests_per_step) most = std::max(most, n);
+    EXPECT_EQ(most, 3) << "max_num_seqs 3: at most 3 sequences a step, and the batch fills";
     const auto snap = (*e)->stats();
     EXPECT_EQ(snap->knobs.max_num_seqs, 3);
-    EXPECT_EQ(snap->knobs.max_num_batched_tokens, 100);
+    EXPECT_EQ(snap->knobs.max_num_batched_tokens, 40);
+    EXPECT_LE(snap->peak_step_batched_tokens, 40);
+    EXPECT_GT(snap->peak_step_batched_tokens, 30) << "the token cap binds: prompts are chunked";
 }
 
 }  // namespace

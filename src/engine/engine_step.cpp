@@ -1,0 +1,381 @@
+// Engine::step and its phases, in the order they run: intake, plan, build batch, forward,
+// sample, emit, publish, deliver. Engine thread only.
+#include <algorithm>
+
+#include "base/check.h"
+#include "base/log.h"
+#include "engine/engine.h"
+
+namespace pagoda::engine {
+
+namespace {
+double seconds(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
+
+Event new_event(int index, Clock::time_point time, uint64_t step) {
+    Event ev;
+    ev.index = index;
+    ev.time = time;
+    ev.step = step;
+    return ev;
+}
+}  // namespace
+
+void Engine::step() {
+    apply_intake();
+    const bool idle = std::all_of(reqs_.begin(), reqs_.end(),
+                                  [](const std::unique_ptr<LiveRequest>& r) { return r->released; });
+    if (idle) {  // publish what cancels and rejections changed, then tell their streams
+        publish(scheduler::BatchPlan{}, StepTimings{});
+        deliver();
+        drop_released();
+        return;
+    }
+    const auto t0 = Clock::now();
+    ++step_no_;
+    // Plan.
+    scheduler::BatchPlan plan = sched_->schedule(t0);
+    queued_estimate_.store(int64_t(sched_->waiting().size()));
+    handle_timeouts(plan);
+    note_admissions(plan);
+    if (plan.empty()) {
+        publish(plan, StepTimings{});
+        deliver();
+        drop_released();
+        std::unique_lock<std::mutex> lock(intake_->mu);
+        intake_->cv.wait_for(lock, std::chrono::milliseconds(1));
+        return;
+    }
+    // Build the batch and run the forward pass.
+    for (const auto& c : plan.copies) pool_->copy_block(c.src, c.dst);
+    build_batch(plan, t0);
+    const auto t1 = Clock::now();
+    const Status fst = model_->forward(batch_, kvcache::KvView(*pool_), logits_);
+    const auto t2 = Clock::now();
+    if (!fst.ok()) {
+        log_warn("forward_failed step={} error=\"{}\"", step_no_, fst.error().message);
+        for (const auto& x : plan.seqs) {
+            auto it = by_seq_.find(x.id);
+            if (it != by_seq_.end() && !it->second.req->released) {
+                fail_request(*it->second.req, FinishReason::kError, fst.error().message);
+            }
+        }
+        publish(plan, StepTimings{seconds(t0, t1), seconds(t1, t2), 0, 0});
+        deliver();
+        drop_released();
+        return;
+    }
+    sched_->on_step_done(plan);
+    totals_.prompt_tokens += plan.num_prefill_tokens;
+    // Sample, then append, check stops, detokenize and queue the events.
+    std::vector<SampledToken> sampled;
+    sample_rows(plan, sampled);
+    const auto t3 = Clock::now();
+    totals_.generation_tokens += int64_t(sampled.size());
+    emit(sampled);
+    const auto t4 = Clock::now();
+    // Publish first, so a consumer that sees its last event also sees its blocks freed.
+    record_step(plan, {seconds(t0, t1), seconds(t1, t2), seconds(t2, t3), seconds(t3, t4)});
+    deliver();
+    drop_released();
+}
+
+// ---------------------------------------------------------------------------------------
+// Intake
+
+void Engine::apply_intake() {
+    std::deque<std::pair<std::shared_ptr<RequestStream>, Request>> pending;
+    std::vector<uint64_t> cancels;
+    std::optional<RuntimeKnobs> knobs;
+    {
+        std::lock_guard<std::mutex> lock(intake_->mu);
+        pending.swap(intake_->pending);
+        cancels.swap(intake_->cancels);
+        knobs.swap(intake_->knobs);
+        if (knobs) intake_->current = *knobs;
+    }
+    if (knobs) apply_knobs(*knobs);
+    for (auto& [stream, request] : pending) admit(std::move(stream), std::move(request));
+    for (uint64_t id : cancels) {
+        for (auto& r : reqs_) {
+            if (r->id == id && !r->released) fail_request(*r, FinishReason::kCancelled, "");
+        }
+    }
+}
+
+void Engine::apply_knobs(const RuntimeKnobs& k) {
+    const RuntimeKnobs old = sched_->knobs();
+    const Status st = sched_->set_knobs(k);
+    if (!st.ok()) {
+        log_warn("knobs_refused error=\"{}\"", st.error().message);
+        return;
+    }
+    log_info(
+        "knobs_changed max_num_seqs={}->{} max_num_batched_tokens={}->{} "
+        "long_prefill_token_threshold={}->{} max_waiting_requests={}->{} "
+        "max_waiting_tokens={}->{}",
+        old.max_num_seqs, k.max_num_seqs, old.max_num_batched_tokens, k.max_num_batched_tokens,
+        old.long_prefill_token_threshold, k.long_prefill_token_threshold, old.max_waiting_requests,
+        k.max_waiting_requests, old.max_waiting_tokens, k.max_waiting_tokens);
+}
+
+void Engine::admit(std::shared_ptr<RequestStream> stream, Request request) {
+    auto r = std::make_unique<LiveRequest>();
+    r->id = stream->id();
+    r->stream = std::move(stream);
+    r->req = std::move(request);
+    r->t.arrival = *r->req.arrival;
+    r->usage.prompt_tokens = int64_t(r->req.prompt_ids.size());
+    const SamplingParams& sp = r->req.sampling;
+    if (!sp.ignore_eos) r->ends = end_tokens_;
+    r->ends.insert(r->ends.end(), sp.stop_token_ids.begin(), sp.stop_token_ids.end());
+    r->samples.resize(size_t(sp.n));
+    r->remaining = sp.n;
+    for (int i = 0; i < sp.n; ++i) {
+        Sample& c = r->samples[size_t(i)];
+        c.sampler = std::make_unique<Sampler>(sp, i);
+        if (r->req.detokenize) {
+            c.detok =
+                std::make_unique<tokenizer::IncrementalDetokenizer>(model_->tokenizer(), false);
+            if (!sp.stop.empty()) c.stops.emplace(sp.stop);
+        }
+    }
+    auto seq = std::make_unique<scheduler::Sequence>();
+    seq->id = next_seq_++;
+    seq->priority = r->req.priority;
+    seq->tokens = r->req.prompt_ids;
+    seq->max_total_tokens = int32_t(r->req.prompt_ids.size()) + sp.max_tokens;
+    seq->cache_salt = r->req.cache_salt;
+    seq->deadline = r->req.deadline;
+    const kvcache::SeqId sid = seq->id;
+    ++totals_.requests_submitted;
+    reqs_.push_back(std::move(r));
+    LiveRequest& live = *reqs_.back();
+    const Status st = sched_->add(std::move(seq));
+    if (!st.ok()) {
+        const bool full = st.error().code == ErrorCode::kResourceExhausted;
+        fail_request(live, full ? FinishReason::kRejected : FinishReason::kError,
+                     st.error().message);
+        return;
+    }
+    live.samples[0].seq = sid;
+    by_seq_[sid] = {&live, 0};
+}
+
+// ---------------------------------------------------------------------------------------
+// Plan and batch
+
+void Engine::handle_timeouts(const scheduler::BatchPlan& plan) {
+    for (kvcache::SeqId id : plan.timed_out) {
+        auto it = by_seq_.find(id);
+        if (it == by_seq_.end()) continue;
+        LiveRequest& r = *it->second.req;
+        Sample& c = r.samples[size_t(it->second.sample)];
+        c.seq = 0;  // the scheduler already dropped it
+        by_seq_.erase(it);
+        const char* why = "the request waited in the queue past its deadline";
+        if (r.remaining == int(r.samples.size()) && !r.forked) {
+            fail_request(r, FinishReason::kTimeout, why);  // never started: all samples
+        } else {
+            event_for(r, c).error = why;
+            finish_sample(r, c, FinishReason::kTimeout, "");
+        }
+    }
+}
+
+void Engine::note_admissions(const scheduler::BatchPlan& plan) {
+    for (kvcache::SeqId id : plan.admitted) {
+        auto it = by_seq_.find(id);
+        const scheduler::Sequence* seq = sched_->get(id);
+        if (it == by_seq_.end() || seq == nullptr || it->second.sample != 0) continue;
+        LiveRequest& r = *it->second.req;
+        if (!r.t.scheduled) r.usage.cached_tokens = seq->cached_tokens;
+    }
+    for (const auto& p : plan.preempted) {
+        auto it = by_seq_.find(p.id);
+        if (it != by_seq_.end()) ++it->second.req->t.num_preemptions;
+    }
+}
+
+void Engine::build_batch(const scheduler::BatchPlan& plan, Clock::time_point now) {
+    batch_.token_ids.clear();
+    batch_.seqs.clear();
+    batch_.logits_rows.clear();
+    for (const auto& x : plan.seqs) {
+        const scheduler::Sequence* s = sched_->get(x.id);
+        PAGODA_CHECK(s != nullptr) << "scheduled sequence " << x.id << " is unknown";
+        model::SeqSpan span;
+        span.token_start = batch_.num_tokens();
+        span.num_tokens = x.num_tokens;
+        span.pos_start = x.pos_start;
+        span.block_table = blocks_->table(x.id);
+        batch_.token_ids.insert(batch_.token_ids.end(), s->tokens.begin() + x.pos_start,
+                                s->tokens.begin() + x.pos_start + x.num_tokens);
+        batch_.seqs.push_back(span);
+        if (x.sample) batch_.logits_rows.push_back(span.token_start + x.num_tokens - 1);
+        auto it = by_seq_.find(x.id);
+        if (it != by_seq_.end() && !it->second.req->t.scheduled) {
+            it->second.req->t.scheduled = true;
+            it->second.req->t.first_scheduled = now;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sample and emit
+
+void Engine::sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledToken>& out) {
+    const size_t vocab = size_t(model_->config().vocab_size);
+    size_t row = 0;
+    for (const auto& x : plan.seqs) {
+        if (!x.sample) continue;
+        const float* logits = logits_.data() + row * vocab;
+        ++row;
+        auto it = by_seq_.find(x.id);
+        if (it == by_seq_.end()) continue;
+        LiveRequest& r = *it->second.req;
+        const scheduler::Sequence* s = sched_->get(x.id);
+        std::span<const int32_t> prompt(s->tokens.data(), size_t(s->num_prompt_tokens));
+        // The first sample's prompt is computed: the others fork from it and sample too.
+        const bool fork = it->second.sample == 0 && !r.forked && r.samples.size() > 1;
+        if (fork) fork_samples(r, x.id);
+        for (size_t i = 0; i < r.samples.size(); ++i) {
+            if (fork ? r.samples[i].done : int(i) != it->second.sample) continue;
+            const int32_t tok = r.samples[i].sampler->sample({logits, vocab}, prompt, r.ends);
+            out.push_back({&r, int(i), tok, logits});
+        }
+    }
+}
+
+void Engine::fork_samples(LiveRequest& r, kvcache::SeqId parent) {
+    r.forked = true;
+    for (size_t i = 1; i < r.samples.size(); ++i) {
+        if (r.samples[i].done) continue;
+        const kvcache::SeqId child = next_seq_++;
+        sched_->fork(parent, child);
+        r.samples[i].seq = child;
+        by_seq_[child] = {&r, int(i)};
+    }
+}
+
+void Engine::emit(const std::vector<SampledToken>& sampled) {
+    for (const SampledToken& s : sampled) {
+        Sample& c = s.req->samples[size_t(s.sample)];
+        if (c.done) continue;
+        sched_->append_token(c.seq, s.token);
+        emit_token(*s.req, c, s.token, s.logits);
+    }
+}
+
+void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* logits) {
+    const SamplingParams& sp = r.req.sampling;
+    const auto now = Clock::now();
+    c.sampler->accept(tok);
+    ++c.generated;
+    ++r.usage.completion_tokens;
+    if (!r.t.has_token) {
+        r.t.has_token = true;
+        r.t.first_token = now;
+    }
+    outbox_.emplace_back(r.stream, new_event(r.index_of(c), now, step_no_));
+    Event& ev = outbox_.back().second;
+    const bool past_min = c.generated > sp.min_tokens;
+    const bool eog = !sp.ignore_eos && std::find(end_tokens_.begin(), end_tokens_.end(), tok) !=
+                                           end_tokens_.end();
+    const bool stop_id = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) !=
+                         sp.stop_token_ids.end();
+    if ((eog || stop_id) && past_min) {
+        finish_sample(r, c, FinishReason::kStop, stop_id ? std::to_string(tok) : "");
+        return;
+    }
+    ev.token_ids.push_back(tok);
+    if (sp.logprobs >= 0) {
+        ev.logprobs.push_back(compute_logprobs({logits, size_t(model_->config().vocab_size)}, tok,
+                                               sp.logprobs));
+    }
+    if (c.detok) {
+        std::string text = c.detok->push(tok);
+        if (c.stops) {
+            StopMatcher::Result m = c.stops->push(text, past_min);
+            ev.text = std::move(m.text);
+            if (m.stop != nullptr) {
+                c.detok.reset();  // nothing after the stop string is emitted
+                finish_sample(r, c, FinishReason::kStop, *m.stop);
+                return;
+            }
+        } else {
+            ev.text = std::move(text);
+        }
+    }
+    const scheduler::Sequence* seq = sched_->get(c.seq);
+    const bool at_context =
+        seq != nullptr && int64_t(seq->tokens.size()) + 1 >= cfg_.sched.max_model_len;
+    if (c.generated >= sp.max_tokens || at_context) finish_sample(r, c, FinishReason::kLength, "");
+}
+
+// ---------------------------------------------------------------------------------------
+// Ending samples and requests
+
+Event& Engine::event_for(LiveRequest& r, const Sample& c) {
+    const int index = r.index_of(c);
+    for (auto it = outbox_.rbegin(); it != outbox_.rend(); ++it) {
+        if (it->first == r.stream && it->second.index == index && !it->second.finish) {
+            return it->second;
+        }
+    }
+    outbox_.emplace_back(r.stream, new_event(index, Clock::now(), step_no_));
+    return outbox_.back().second;
+}
+
+void Engine::finish_sample(LiveRequest& r, Sample& c, FinishReason why, std::string stop_reason) {
+    PAGODA_CHECK(!c.done) << "sample finished twice";
+    c.done = true;
+    if (c.seq != 0) {
+        sched_->finish(c.seq);
+        by_seq_.erase(c.seq);
+    }
+    Event& ev = event_for(r, c);
+    if (c.stops) ev.text += c.stops->flush();
+    if (c.detok) ev.text += c.detok->flush();
+    ev.finish = why;
+    ev.stop_reason = std::move(stop_reason);
+    ++totals_.finished_by_reason[int(why)];
+    if (--r.remaining == 0) {
+        r.t.finished = Clock::now();
+        ev.request_done = true;
+        ev.usage = r.usage;
+        ev.timings = r.t;
+        r.released = true;
+        --unfinished_;
+    }
+}
+
+void Engine::fail_request(LiveRequest& r, FinishReason why, const std::string& error) {
+    for (Sample& c : r.samples) {
+        if (c.done) continue;
+        event_for(r, c).error = error;
+        finish_sample(r, c, why, "");
+    }
+}
+
+void Engine::drop_released() {
+    std::erase_if(reqs_, [](const std::unique_ptr<LiveRequest>& r) { return r->released; });
+}
+
+void Engine::record_step(const scheduler::BatchPlan& plan, const StepTimings& st) {
+    const double dt = st.total();
+    if (dt > 0) {
+        const double tps = double(plan.num_batched_tokens) / dt;
+        const double old = tokens_per_second_.load();
+        tokens_per_second_.store(old == 0.0 ? tps : 0.9 * old + 0.1 * tps);
+    }
+    step_hist_.schedule.observe(st.schedule_s);
+    step_hist_.forward.observe(st.forward_s);
+    step_hist_.sample.observe(st.sample_s);
+    step_hist_.output.observe(st.output_s);
+    step_hist_.step.observe(dt);
+    publish(plan, st);
+}
+
+}  // namespace pagoda::engine

@@ -1,0 +1,64 @@
+#pragma once
+// The engine thread's state of one request while it runs: LiveRequest (what was submitted,
+// its stream, usage and timings) and one Sample per `n`, each backed by a scheduler
+// Sequence once it runs. Engine thread only; not thread-safe.
+//
+// One request per layer: server::ParsedRequest (validated API fields) -> engine::Request
+// (ids and sampling, submitted) -> LiveRequest (engine thread) -> scheduler::Sequence per
+// sample (tokens and blocks). SampleRef maps a sequence back to its request and sample.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/stop_matcher.h"
+#include "kvcache/block_manager.h"
+#include "tokenizer/detokenizer.h"
+
+namespace pagoda::engine {
+
+class RequestStream;
+
+struct Sample {
+    kvcache::SeqId seq = 0;  // 0 until it has a sequence (samples 1..n-1 fork after prefill)
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;  // when the request detokenizes
+    std::optional<StopMatcher> stops;                          // when it has stop strings
+    int generated = 0;
+    bool done = false;
+};
+
+struct LiveRequest {
+    uint64_t id = 0;
+    std::shared_ptr<RequestStream> stream;
+    Request req;
+    std::vector<Sample> samples;
+    RequestTimings t;
+    Usage usage;
+    // Tokens masked before min_tokens: EOS/EOT (unless ignore_eos) and stop_token_ids.
+    std::vector<int32_t> ends;
+    int remaining = 0;     // samples not done
+    bool forked = false;   // samples 1..n-1 have their sequences
+    bool released = false; // every sample is done; dropped after the step
+
+    int index_of(const Sample& s) const { return int(&s - samples.data()); }
+};
+
+// Which request and sample a scheduler sequence belongs to.
+struct SampleRef {
+    LiveRequest* req = nullptr;
+    int sample = 0;
+};
+
+// A token sampled this step for one sample, with the logits row it came from.
+struct SampledToken {
+    LiveRequest* req = nullptr;
+    int sample = 0;
+    int32_t token = 0;
+    const float* logits = nullptr;
+};
+
+}  // namespace pagoda::engine

@@ -1,0 +1,63 @@
+#pragma once
+// The engine layer's request types: what a caller submits (Request) and what it gets back,
+// one Event per step and sample, the last with usage and timings. Plain values; the server
+// maps its ParsedRequest onto Request (docs/architecture.md, "One request per layer").
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace pagoda::engine {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request {
+    std::vector<int32_t> prompt_ids;
+    SamplingParams sampling;
+    int priority = 0;                           // lower runs first
+    std::optional<Clock::time_point> deadline;  // finish with "timeout" if still queued then
+    uint64_t cache_salt = 0;                    // prefix-cache isolation between tenants
+    bool detokenize = true;                     // produce text deltas and apply stop strings
+    std::optional<Clock::time_point> arrival;   // default: submit time
+};
+
+enum class FinishReason { kStop, kLength, kCancelled, kRejected, kTimeout, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", ...
+
+struct Usage {
+    int64_t prompt_tokens = 0;
+    int64_t completion_tokens = 0;  // over all n samples
+    int64_t cached_tokens = 0;      // prompt tokens served by the prefix cache
+};
+
+struct RequestTimings {
+    Clock::time_point arrival, first_scheduled, first_token, finished;
+    bool scheduled = false, has_token = false;
+    int num_preemptions = 0;
+    double queue_seconds() const;  // arrival -> first scheduled
+    double ttft_seconds() const;   // arrival -> first token
+    double e2e_seconds() const;    // arrival -> finished
+};
+
+// One step's output for one of a request's n samples. The last event of a request has
+// request_done set, with usage and timings.
+struct Event {
+    int index = 0;                       // which of the n samples
+    std::vector<int32_t> token_ids;      // new tokens (stop/end tokens are not included)
+    std::string text;                    // new text (held back while a stop string may be forming)
+    std::vector<TokenLogprob> logprobs;  // one per token in token_ids when logprobs >= 0
+    Clock::time_point time;              // when the tokens were produced
+    uint64_t step = 0;                   // engine step that produced it
+    std::optional<FinishReason> finish;  // this sample is complete
+    std::string stop_reason;             // the stop string or token id that ended it
+    std::string error;                   // for kRejected / kError
+    bool request_done = false;
+    Usage usage;
+    RequestTimings timings;
+};
+
+}  // namespace pagoda::engine

@@ -1,0 +1,66 @@
+#pragma once
+// RequestStream: the caller's handle on one submitted request (events out, cancel in), and
+// Intake: what other threads hand the engine thread (new requests, cancels, knob changes).
+// Both thread-safe; the engine thread is the only producer of events.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "engine/request.h"
+#include "scheduler/scheduler.h"
+
+namespace pagoda::engine {
+
+class RequestStream;
+
+// Guarded by `mu`; the engine thread drains it at the start of every step.
+struct Intake {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::pair<std::shared_ptr<RequestStream>, Request>> pending;
+    std::vector<uint64_t> cancels;
+    std::optional<scheduler::RuntimeKnobs> knobs;  // to apply before the next step
+    scheduler::RuntimeKnobs current;               // what the loop runs with
+    bool stop = false;
+    uint64_t next_id = 1;
+};
+
+// The caller's side of one request: events out, cancel in. Thread-safe.
+class RequestStream {
+  public:
+    // Blocks until an event is available; false once the last event was taken.
+    bool next(Event& ev);
+    // Waits at most `timeout`; nullopt on timeout (or when done and empty).
+    std::optional<Event> next_for(std::chrono::milliseconds timeout);
+    std::optional<Event> try_next();
+    // Asks the engine to stop this request; its blocks are freed at the next step.
+    void cancel();
+    bool done() const;
+    uint64_t id() const { return id_; }
+    // Called (from the engine thread) whenever events were pushed; for async consumers.
+    void set_notify(std::function<void()> fn);
+
+    // Engine side: creates the stream of request `id`, whose cancel() goes to `intake`.
+    RequestStream(uint64_t id, std::shared_ptr<Intake> intake);
+    // Engine side: appends one event and wakes the consumer.
+    void push(Event ev);
+
+  private:
+    uint64_t id_ = 0;
+    std::shared_ptr<Intake> intake_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<Event> events_;
+    bool finished_ = false;  // the request_done event was pushed
+    std::function<void()> notify_;
+};
+
+}  // namespace pagoda::engine
