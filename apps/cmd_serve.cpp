@@ -188,19 +188,17 @@ int run_serve(const ServeFlags& f) {
     auto srv = http::Server::start(so, [&api](const http::Request& r) { return api.handle(r); });
     if (srv.ok()) server_ptr.store(srv->get());
     if (!srv.ok()) return fail(srv.error());
-    log_info("listening on http://{}:{} (model '{}', {} threads, simd {}); warming up", f.host,
+    log_info("listening url=http://{}:{} model={} threads={} simd={} state=warming_up", f.host,
              (*srv)->port(), sc.served_model_name, kernels::cpu::num_threads(),
              kernels::cpu::simd_target_name());
     const std::string w = warmup(**eng, **m);
     const int api_ok = warm_api(api);
     api.set_ready(true);
-    log_info(
-        "ready after {:.2f} s: warmup {}; {} of 4 in-process API requests (completions, chat, "
-        "streamed)",
-        std::chrono::duration<double>(Clock::now() - t0).count(), w, api_ok);
+    log_info("ready seconds={:.2f} warmup=\"{}\" api_requests_ok={}/4",
+             std::chrono::duration<double>(Clock::now() - t0).count(), w, api_ok);
 
     // Serve until SIGTERM/SIGINT or POST /admin/drain, then drain.
-    const char* why = "POST /admin/drain";
+    const char* why = "admin_drain";
     for (;;) {
         timespec wait{0, 100 * 1000 * 1000};
         const int sig = sigtimedwait(&sigs, nullptr, &wait);
@@ -210,14 +208,14 @@ int run_serve(const ServeFlags& f) {
         }
         if (api.draining()) break;
     }
-    log_info("{}: draining (new requests get 503; {} in flight; timeout {} s)", why,
-             api.in_flight(), f.shutdown_timeout);
+    log_info("draining reason={} in_flight={} timeout_s={}", why, api.in_flight(),
+             f.shutdown_timeout);
     api.start_drain();
     const auto deadline = Clock::now() + std::chrono::seconds(f.shutdown_timeout);
     while (api.in_flight() > 0 && Clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const int64_t left = api.in_flight();
-    if (left > 0) log_warn("shutdown timeout: {} requests still in flight are cancelled", left);
+    if (left > 0) log_warn("shutdown_timeout cancelled_in_flight={}", left);
     (*srv)->stop_accepting();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let final bytes go out
     (*srv)->stop();

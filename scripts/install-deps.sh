@@ -6,8 +6,8 @@ set -euo pipefail
 PKGS=(
   g++ cmake ninja-build pkg-config make
   libboost1.81-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
-  libspdlog-dev libfmt-dev libdnnl-dev ocl-icd-opencl-dev libhwy-dev
-  libpcre2-dev libutf8proc-dev libsqlite3-dev libsqlitecpp-dev prometheus-cpp-dev
+  libfmt-dev libdnnl-dev ocl-icd-opencl-dev libhwy-dev
+  libpcre2-dev libsqlite3-dev libsqlitecpp-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev clang-format-14 clang-tidy-14
   curl python3 prometheus

@@ -18,7 +18,7 @@ LOG=$(mktemp)
 SPID=$!
 trap 'kill $SPID 2>/dev/null; rm -f "$LOG"' EXIT
 for _ in $(seq 1200); do
-  PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$LOG" | head -1 | sed 's/.*://' || true)
+  PORT=$(grep -o 'listening url=http://127.0.0.1:[0-9]*' "$LOG" | head -1 | sed 's/.*://' || true)
   if [ -n "${PORT:-}" ] && curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1; then break; fi
   sleep 0.1
 done

@@ -14,7 +14,7 @@ build/apps/pagoda serve -m "$MODEL" --port 0 -t "$THREADS" 2>"$LOG" &
 PID=$!
 trap 'kill $PID 2>/dev/null; rm -f $LOG' EXIT
 for _ in $(seq 400); do
-  PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$LOG" | head -1 | sed 's/.*://') || true
+  PORT=$(grep -o 'listening url=http://127.0.0.1:[0-9]*' "$LOG" | head -1 | sed 's/.*://') || true
   [ -n "${PORT:-}" ] && break
   sleep 0.05
 done

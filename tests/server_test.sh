@@ -248,7 +248,7 @@ for i in $(seq 16); do grep -q '^data: \[DONE\]' "$TMP/d$i" && complete=$((compl
 expect_eq "all 16 in-flight streams completed" "$complete" "16"
 wait "$SPID"
 expect_eq "exit status 0 after drain" "$?" "0"
-inflight=$(grep -o 'draining (new requests get 503; [0-9]* in flight' "$TMP/s4.log" | grep -o '[0-9]* in flight' | cut -d' ' -f1)
+inflight=$(grep -o 'draining reason=[a-zA-Z_]* in_flight=[0-9]*' "$TMP/s4.log" | grep -o 'in_flight=[0-9]*' | cut -d= -f2)
 [ "${inflight:-0}" -gt 0 ] && ok "SIGTERM came with $inflight requests in flight" || bad "drain test had requests in flight" "$(cat "$TMP/s4.log")"
 
 echo

@@ -1,6 +1,7 @@
 #pragma once
-// Logging: key=value lines on stderr through spdlog-compatible fmt formatting.
-// Thread-safe (one fprintf per line). Nothing per token at INFO.
+// Logging: one line per event on stderr, `HH:MM:SS level event key=value key="text"`
+// (for example `preempted seq=17 reason="no_blocks"`), formatted with fmt. Thread-safe (one
+// fprintf per line). Nothing per token at INFO: per-step facts are metrics.
 
 #include <fmt/core.h>
 

@@ -307,8 +307,9 @@ TEST(Baseline, FlagsA30PercentRegressionAndPassesA2PercentChange) {
     EXPECT_EQ(verdict_of(compare_runs(runs({100}, 1), runs({102}, 1), 0.05), "p99_ttft_ms"), "ok");
     EXPECT_EQ(verdict_of(compare_runs(runs({100}, 1), runs({130}, 1), 0.05), "p99_ttft_ms"),
               "regression");
-    // t quantile for 2 degrees of freedom: 4.303 * s / sqrt(3).
-    EXPECT_NEAR(ci95_half_width({96, 100, 104}), 4.303 * 4 / std::sqrt(3.0), 1e-9);
+    // Student's t with 2 degrees of freedom has the closed form (2p - 1) / sqrt(2p(1 - p)).
+    const double t2 = 0.95 / std::sqrt(2 * 0.975 * 0.025);  // 4.3027
+    EXPECT_NEAR(ci95_half_width({96, 100, 104}), t2 * 4 / std::sqrt(3.0), 1e-9);
 }
 
 TEST(Baseline, StoreRecordsSavesAndReadsBack) {

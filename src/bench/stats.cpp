@@ -1,6 +1,7 @@
 #include "bench/stats.h"
 
 #include <algorithm>
+#include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -302,14 +303,10 @@ MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>
 
 double ci95_half_width(const std::vector<double>& v) {
     if (v.size() < 2) return 0;
-    // Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom, then ~normal.
-    static const double t[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
-                               2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
-                               2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-                               2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+    // Two-sided 95%: the 97.5% quantile of Student's t with n - 1 degrees of freedom.
+    const boost::math::students_t dist(double(v.size() - 1));
+    const double q = boost::math::quantile(dist, 0.975);
     Summary s = summarize(v);
-    size_t df = v.size() - 1;
-    double q = df <= 30 ? t[df - 1] : 1.96;
     return q * s.stddev / std::sqrt(double(v.size()));
 }
 

@@ -82,8 +82,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& m, const EngineConf
     e->totals_.blocks = e->blocks_->stats();
     e->snapshot_ = std::make_shared<EngineStats>(e->totals_);
     log_info(
-        "engine: {} KV blocks of {} tokens ({:.1f} MiB, {}), max_model_len {}, max_num_seqs {}, "
-        "max_num_batched_tokens {}, prefix caching {}, chunked prefill {}",
+        "engine_ready kv_blocks={} block_size={} kv_mib={:.1f} kv_dtype={} max_model_len={} "
+        "max_num_seqs={} max_num_batched_tokens={} prefix_caching={} chunked_prefill={}",
         e->pool_->num_blocks(), e->pool_->block_size(), double(e->pool_->total_bytes()) / (1 << 20),
         kvcache::kv_dtype_name(e->pool_->dtype()), e->cfg_.sched.max_model_len,
         e->cfg_.sched.knobs.max_num_seqs, e->cfg_.sched.knobs.max_num_batched_tokens,

@@ -24,8 +24,9 @@ Event new_event(int index, Clock::time_point time, uint64_t step) {
 
 void Engine::step() {
     apply_intake();
-    const bool idle = std::all_of(reqs_.begin(), reqs_.end(),
-                                  [](const std::unique_ptr<LiveRequest>& r) { return r->released; });
+    const bool idle =
+        std::all_of(reqs_.begin(), reqs_.end(),
+                    [](const std::unique_ptr<LiveRequest>& r) { return r->released; });
     if (idle) {  // publish what cancels and rejections changed, then tell their streams
         publish(scheduler::BatchPlan{}, StepTimings{});
         deliver();
@@ -281,8 +282,8 @@ void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* log
     outbox_.emplace_back(r.stream, new_event(r.index_of(c), now, step_no_));
     Event& ev = outbox_.back().second;
     const bool past_min = c.generated > sp.min_tokens;
-    const bool eog = !sp.ignore_eos && std::find(end_tokens_.begin(), end_tokens_.end(), tok) !=
-                                           end_tokens_.end();
+    const bool eog = !sp.ignore_eos &&
+                     std::find(end_tokens_.begin(), end_tokens_.end(), tok) != end_tokens_.end();
     const bool stop_id = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) !=
                          sp.stop_token_ids.end();
     if ((eog || stop_id) && past_min) {
@@ -291,8 +292,8 @@ void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* log
     }
     ev.token_ids.push_back(tok);
     if (sp.logprobs >= 0) {
-        ev.logprobs.push_back(compute_logprobs({logits, size_t(model_->config().vocab_size)}, tok,
-                                               sp.logprobs));
+        ev.logprobs.push_back(
+            compute_logprobs({logits, size_t(model_->config().vocab_size)}, tok, sp.logprobs));
     }
     if (c.detok) {
         std::string text = c.detok->push(tok);

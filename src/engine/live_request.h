@@ -40,9 +40,9 @@ struct LiveRequest {
     Usage usage;
     // Tokens masked before min_tokens: EOS/EOT (unless ignore_eos) and stop_token_ids.
     std::vector<int32_t> ends;
-    int remaining = 0;     // samples not done
-    bool forked = false;   // samples 1..n-1 have their sequences
-    bool released = false; // every sample is done; dropped after the step
+    int remaining = 0;      // samples not done
+    bool forked = false;    // samples 1..n-1 have their sequences
+    bool released = false;  // every sample is done; dropped after the step
 
     int index_of(const Sample& s) const { return int(&s - samples.data()); }
 };

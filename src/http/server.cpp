@@ -329,7 +329,8 @@ struct Server::Impl {
             try {
                 reply = handler(r);
             } catch (const std::exception& e) {
-                log_warn("handler for {} {} threw: {}", r.method, r.path, e.what());
+                log_warn("handler_threw method={} path={} error=\"{}\"", r.method, r.path,
+                         e.what());
                 reply = Reply{error_response(500, "internal error", "internal_error"), {}};
             }
             if (!reply.deferred) {

@@ -167,7 +167,7 @@ void Scheduler::preempt(Sequence* victim, BatchPlan& plan, const std::string& wh
     insert_sorted(waiting_, victim);
     waiting_tokens_ += int64_t(victim->tokens.size());
     plan.preempted.push_back({victim->id, why});
-    log_info("preempted sequence {} (priority {}, {} tokens, preemption #{}): {}", victim->id,
+    log_info("preempted seq={} priority={} tokens={} preemption={} reason=\"{}\"", victim->id,
              victim->priority, victim->tokens.size(), victim->num_preemptions, why);
 }
 

@@ -75,11 +75,7 @@ std::shared_ptr<const jinja::Template> compiled(const std::string& text) {
     if (t.ok()) {
         p = std::make_shared<const jinja::Template>(std::move(t).value());
     } else {
-        log_warn(
-            "the model's chat template is outside the supported Jinja subset ({}); using the "
-            "built-in renderer "
-            "of its family",
-            t.error().message);
+        log_warn("chat_template_fallback renderer=builtin reason=\"{}\"", t.error().message);
     }
     cache.emplace(text, p);
     return p;

@@ -380,7 +380,7 @@ http::Reply OpenAiServer::handle(const http::Request& req, bool warmup) {
         if (p == "/detokenize" && req.method == "POST") return detokenize(req);
         if (p == "/admin/drain" && req.method == "POST") {
             start_drain();
-            log_info("drain requested over HTTP from {} ({} in flight)", req.remote, in_flight());
+            log_info("drain_requested via=http remote={} in_flight={}", req.remote, in_flight());
             return reply(
                 json_response(200, json{{"status", "draining"}, {"in_flight", in_flight()}}));
         }
