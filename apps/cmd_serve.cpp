@@ -141,7 +141,7 @@ int warm_api(server::OpenAiServer& api) {
         r.method = "POST";
         r.path = r.target = b[0];
         r.body = b[1];
-        http::Reply rep = api.handle(r, /*warmup=*/true);
+        http::Reply rep = api.handle(r, server::Origin::kWarmup);
         if (!rep.deferred) continue;
         auto lr = std::make_shared<LocalResponder>();
         rep.deferred(lr);

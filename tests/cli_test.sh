@@ -109,7 +109,7 @@ expect_error "truncated tensor data" "outside" "$BIN" generate -m "$TMP/cut.gguf
 expect_error "vocab-only file cannot generate" "no tensors" "$BIN" generate -m "$SRC/testdata/tokenizer-vectors/ggml-vocab-llama-spm.gguf" -p hi
 expect_error "unknown architecture" "architecture 'falcon' is not supported" "$BIN" model info "$SRC/testdata/tokenizer-vectors/ggml-vocab-falcon.gguf"
 long=$(python3 -c 'print("Once upon a time " * 600)')
-expect_error "prompt longer than context" "context length of 2048" "$BIN" generate -m "$MODEL" -p "$long" -n 4
+expect_error "prompt longer than context" "maximum context length is 2048 tokens" "$BIN" generate -m "$MODEL" -p "$long" -n 4
 expect_error "bad block size" "block-size" "$BIN" generate -m "$MODEL" -p hi --block-size 7
 expect_error "bad temperature" "temperature" "$BIN" generate -m "$MODEL" -p hi --temperature -1
 expect_error "bad top-p" "top-p" "$BIN" generate -m "$MODEL" -p hi --top-p 2

@@ -59,7 +59,7 @@ TEST(Generate, PromptLongerThanContextIsAnError) {
     r.prompt_ids.assign(2048, 300);
     auto s = (*e)->submit(r);
     ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.error().message.find("context length of 2048"), std::string::npos)
+    EXPECT_NE(s.error().message.find("maximum context length is 2048 tokens"), std::string::npos)
         << s.error().message;
 }
 

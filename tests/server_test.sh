@@ -167,7 +167,7 @@ expect_eq "PUT knobs" "$code" "200"
 expect_eq "knobs changed" "$(curl -s "${AUTH[@]}" "$(URL /admin/knobs)" | jq_ '(d["max_num_seqs"], d["max_num_batched_tokens"])')" "(8, 512)"
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X PUT "${AUTH[@]}" "$(URL /admin/knobs)" -d '{"max_num_sequences": 8}')
 expect_eq "unknown knob is 400" "$code" "400"
-grep -q "knobs changed: max_num_seqs 256 -> 8" "$TMP/s2.log" && ok "knob change logged with old and new values" || bad "knob change logged" "$(grep knobs "$TMP/s2.log")"
+grep -q "knobs_changed max_num_seqs=256->8" "$TMP/s2.log" && ok "knob change logged with old and new values" || bad "knob change logged" "$(grep knobs "$TMP/s2.log")"
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X POST "${AUTH[@]}" "$(URL /admin/drain)")
 expect_eq "POST /admin/drain" "$code" "200"
 wait "$SPID"

@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "base/log.h"
 #include "kernels/cpu/ops.h"
+#include "scheduler/limits.h"
 
 namespace pagoda::engine {
 
@@ -120,30 +121,17 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request r) {
         }
     }
     PAGODA_TRY(r.sampling.validate(int(mc.vocab_size)));
-    const int64_t total = int64_t(r.prompt_ids.size()) + r.sampling.max_tokens;
-    const int max_len = cfg_.sched.max_model_len;
-    if (int64_t(r.prompt_ids.size()) >= max_len) {
-        return make_error(ErrorCode::kOutOfRange,
-                          "the prompt has {} tokens but the context length of {} (max_model_len) "
-                          "must leave room for at "
-                          "least one new token",
-                          r.prompt_ids.size(), max_len);
-    }
-    if (total > max_len) {
-        // As vLLM: max_tokens is capped to what the context leaves.
-        r.sampling.max_tokens = int(max_len - int64_t(r.prompt_ids.size()));
-        r.sampling.min_tokens = std::min(r.sampling.min_tokens, r.sampling.max_tokens);
-    }
-    const int64_t need_blocks =
-        blocks_->blocks_for(int64_t(r.prompt_ids.size()) + r.sampling.max_tokens);
-    if (need_blocks > pool_->num_blocks()) {
-        return make_error(ErrorCode::kOutOfRange,
-                          "prompt of {} tokens plus max_tokens {} needs {} KV blocks but the cache "
-                          "holds {}; lower "
-                          "max_tokens or raise --kv-cache-memory",
-                          r.prompt_ids.size(), r.sampling.max_tokens, need_blocks,
-                          pool_->num_blocks());
-    }
+    const int64_t prompt_tokens = int64_t(r.prompt_ids.size());
+    const scheduler::LengthCheck len = scheduler::check_context_length(
+        prompt_tokens, r.sampling.max_tokens, scheduler::MaxTokens::kCapToContext,
+        cfg_.sched.max_model_len);
+    if (len.verdict != scheduler::LengthVerdict::kFits)
+        return make_error(ErrorCode::kOutOfRange, "{}", len.message);
+    // As vLLM: max_tokens is capped to what the context leaves.
+    r.sampling.max_tokens = int(len.capped_max_tokens);
+    r.sampling.min_tokens = std::min(r.sampling.min_tokens, r.sampling.max_tokens);
+    PAGODA_TRY(scheduler::check_kv_fit(prompt_tokens + r.sampling.max_tokens, pool_->block_size(),
+                                       pool_->num_blocks()));
     if (!r.arrival) r.arrival = Clock::now();
     std::shared_ptr<RequestStream> stream;
     {
@@ -175,12 +163,8 @@ double Engine::retry_after_seconds() const {
 
 Status Engine::set_knobs(const RuntimeKnobs& k) {
     PAGODA_TRY(k.validate());
-    if (!cfg_.sched.enable_chunked_prefill && k.max_num_batched_tokens < cfg_.sched.max_model_len) {
-        return make_error(
-            ErrorCode::kInvalidArgument,
-            "with chunked prefill off, max_num_batched_tokens ({}) must be >= max_model_len ({})",
-            k.max_num_batched_tokens, cfg_.sched.max_model_len);
-    }
+    PAGODA_TRY(scheduler::check_chunked_prefill(k, cfg_.sched.enable_chunked_prefill,
+                                                cfg_.sched.max_model_len));
     {
         std::lock_guard<std::mutex> lock(intake_->mu);
         intake_->knobs = k;

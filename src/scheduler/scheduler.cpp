@@ -4,6 +4,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "scheduler/limits.h"
 
 namespace pagoda::scheduler {
 
@@ -53,14 +54,7 @@ Status SchedulerConfig::validate() const {
     }
     if (max_model_len < 1)
         return make_error(ErrorCode::kInvalidArgument, "max_model_len must be >= 1");
-    if (!enable_chunked_prefill && knobs.max_num_batched_tokens < max_model_len) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "with chunked prefill off, max_num_batched_tokens ({}) must be >= "
-                          "max_model_len ({}) so every "
-                          "prompt fits in one step",
-                          knobs.max_num_batched_tokens, max_model_len);
-    }
-    return ok_status();
+    return check_chunked_prefill(knobs, enable_chunked_prefill, max_model_len);
 }
 
 Scheduler::Scheduler(const SchedulerConfig& cfg, kvcache::BlockManager& blocks)
@@ -87,12 +81,7 @@ int64_t Scheduler::watermark_blocks() const {
 
 Status Scheduler::set_knobs(const RuntimeKnobs& k) {
     PAGODA_TRY(k.validate());
-    if (!cfg_.enable_chunked_prefill && k.max_num_batched_tokens < cfg_.max_model_len) {
-        return make_error(
-            ErrorCode::kInvalidArgument,
-            "with chunked prefill off, max_num_batched_tokens ({}) must be >= max_model_len ({})",
-            k.max_num_batched_tokens, cfg_.max_model_len);
-    }
+    PAGODA_TRY(check_chunked_prefill(k, cfg_.enable_chunked_prefill, cfg_.max_model_len));
     cfg_.knobs = k;
     return ok_status();
 }
@@ -104,19 +93,11 @@ Status Scheduler::add(std::unique_ptr<Sequence> seq) {
     if (has(seq->id))
         return make_error(ErrorCode::kInvalidArgument, "sequence id {} is already in use", seq->id);
     const int64_t max_total = std::max<int64_t>(seq->max_total_tokens, n);
-    if (max_total > cfg_.max_model_len) {
-        return make_error(
-            ErrorCode::kOutOfRange,
-            "prompt of {} tokens plus up to {} new tokens exceeds the maximum model length of {}",
-            n, max_total - n, cfg_.max_model_len);
-    }
-    if (blocks_.blocks_for(max_total) > blocks_.num_total()) {
-        return make_error(
-            ErrorCode::kOutOfRange,
-            "{} tokens need {} KV blocks but the whole cache holds {}; lower max_tokens or raise "
-            "--kv-cache-memory",
-            max_total, blocks_.blocks_for(max_total), blocks_.num_total());
-    }
+    const LengthCheck len =
+        check_context_length(n, max_total - n, MaxTokens::kGiven, cfg_.max_model_len);
+    if (len.verdict != LengthVerdict::kFits)
+        return make_error(ErrorCode::kOutOfRange, "{}", len.message);
+    PAGODA_TRY(check_kv_fit(max_total, blocks_.block_size(), blocks_.num_total()));
     if (int64_t(waiting_.size()) >= cfg_.knobs.max_waiting_requests) {
         return make_error(ErrorCode::kResourceExhausted,
                           "the waiting queue is full ({} requests, limit {})", waiting_.size(),

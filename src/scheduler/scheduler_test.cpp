@@ -133,7 +133,7 @@ TEST(Scheduler, BoundedQueueRejectsWithResourceExhausted) {
     EXPECT_EQ(big.error().code, ErrorCode::kOutOfRange);
     auto ctx = s.add(make_seq(5, 4000, 200));
     ASSERT_FALSE(ctx.ok());
-    EXPECT_NE(ctx.error().message.find("maximum model length"), std::string::npos);
+    EXPECT_NE(ctx.error().message.find("maximum context length"), std::string::npos);
 }
 
 TEST(Scheduler, DeadlineTimesOutQueuedRequest) {

@@ -1,21 +1,20 @@
 #pragma once
-// The OpenAI-compatible API over the engine: request validation and mapping
-// (/v1/completions, /v1/chat/completions, /v1/models, /tokenize, /detokenize), SSE
-// streaming, health and readiness, drain, and /metrics (native pagoda_* names and the
-// vLLM names gateways read). Transport-agnostic: handle() maps an http::Request to an
-// http::Reply; the HTTP server runs it on its I/O thread. Thread-safe.
+// OpenAiServer: the OpenAI-compatible API over the engine. Routes requests (this file),
+// checks keys, answers health and readiness, and hands work to one file per concept:
+// completion_call (generation requests and SSE), tokenize_routes (/tokenize, /detokenize),
+// admin_routes (/admin/*), metrics_exporter (/metrics). Transport-agnostic: handle() maps
+// an http::Request to an http::Reply on the HTTP server's I/O thread. Thread-safe.
 
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
 #include "http/server.h"
-#include "metrics/metrics.h"
+#include "server/completion_call.h"
+#include "server/metrics_exporter.h"
 
 namespace pagoda::server {
 
@@ -32,10 +31,10 @@ struct ServerConfig {
 class OpenAiServer {
   public:
     OpenAiServer(engine::Engine& engine, ServerConfig cfg);
-    ~OpenAiServer();
 
-    // `warmup`: an in-process request sent before ready (bypasses the readiness check).
-    http::Reply handle(const http::Request& req, bool warmup = false);
+    // Origin::kWarmup: an in-process request sent before ready (bypasses the readiness
+    // check and the metrics).
+    http::Reply handle(const http::Request& req, Origin origin = Origin::kClient);
 
     void set_ready(bool ready) { ready_.store(ready); }
     bool ready() const { return ready_.load() && !draining_.load(); }
@@ -46,27 +45,20 @@ class OpenAiServer {
     std::string metrics_text() const;
 
   private:
-    struct Call;  // one HTTP generation request in flight
-    http::Reply completions(const http::Request& req, bool chat, bool warmup);
-    http::Reply tokenize(const http::Request& req);
-    http::Reply detokenize(const http::Request& req);
+    http::Reply route(const http::Request& req, Origin origin);
+    http::Reply generate(const http::Request& req, Endpoint endpoint, Origin origin);
+    http::Reply health() const;
+    http::Reply readiness() const;
     http::Reply models() const;
-    http::Reply put_knobs(const http::Request& req);
+    http::Reply admin(const http::Request& req);  // admin_routes.cpp
     bool authorized(const http::Request& req) const;
-    void record_finished(const engine::Event& last, const std::vector<double>& itl, bool error);
 
     engine::Engine& engine_;
     ServerConfig cfg_;
     std::atomic<bool> ready_{false}, draining_{false};
     std::atomic<int64_t> in_flight_{0};
     int64_t created_ = 0;
-
-    // Request-level metrics (observed when a request ends).
-    metrics::Histogram ttft_, itl_, e2e_, queue_, prefill_, decode_, prompt_tokens_, gen_tokens_;
-    metrics::Histogram output_;  // I/O-thread time turning engine events into JSON/SSE, per pump
-    std::atomic<int64_t> http_by_status_[6] = {};  // 2xx..5xx by first digit, index 0 unused
-    std::atomic<int64_t> finished_[6] = {};        // by engine FinishReason
-    std::atomic<int64_t> prompt_total_{0}, gen_total_{0};
+    ServerMetrics metrics_;
 };
 
 }  // namespace pagoda::server

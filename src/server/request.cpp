@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "scheduler/limits.h"
 #include "server/chat_template.h"
 
 namespace pagoda::server {
@@ -186,21 +187,14 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(
                 return bad(fmt::format("prompt token id {} is out of range [0, {})", id, vocab),
                            "prompt");
         }
-        if (int64_t(p.size()) >= max_len) {
-            return bad(fmt::format("This model's maximum context length is {} tokens. However, "
-                                   "your prompt has {} tokens; "
-                                   "it must leave room for at least one new token.",
-                                   max_len, p.size()),
-                       chat ? "messages" : "prompt");
-        }
-        if (max_given && int64_t(p.size()) + sp.max_tokens > max_len) {
-            return bad(
-                fmt::format("This model's maximum context length is {} tokens. However, you "
-                            "requested {} tokens "
-                            "({} in the prompt, {} for the completion).",
-                            max_len, int64_t(p.size()) + sp.max_tokens, p.size(), sp.max_tokens),
-                "max_tokens");
-        }
+        const scheduler::LengthCheck len = scheduler::check_context_length(
+            int64_t(p.size()), sp.max_tokens,
+            max_given ? scheduler::MaxTokens::kGiven : scheduler::MaxTokens::kCapToContext,
+            max_len);
+        if (len.verdict == scheduler::LengthVerdict::kPromptTooLong)
+            return bad(len.message, chat ? "messages" : "prompt");
+        if (len.verdict == scheduler::LengthVerdict::kTotalTooLong)
+            return bad(len.message, "max_tokens");
     }
 
     return out;

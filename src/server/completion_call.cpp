@@ -1,0 +1,369 @@
+#include "server/completion_call.h"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <random>
+
+#include "server/api_error.h"
+#include "server/request.h"
+#include "tokenizer/detokenizer.h"
+
+namespace pagoda::server {
+
+using engine::Clock;
+using engine::FinishReason;
+
+namespace {
+
+std::string random_id(const char* prefix) {
+    static thread_local std::mt19937_64 rng(std::random_device{}());
+    return fmt::format("{}{:016x}{:08x}", prefix, rng(), uint32_t(rng()));
+}
+
+int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// OpenAI's finish_reason for an engine finish.
+const char* finish_name(FinishReason r) {
+    switch (r) {
+        case FinishReason::kStop: return "stop";
+        case FinishReason::kLength: return "length";
+        case FinishReason::kCancelled:
+        case FinishReason::kRejected:
+        case FinishReason::kTimeout: return "abort";
+        case FinishReason::kError: return "error";
+    }
+    return "error";
+}
+
+bool is_failure(FinishReason r) {
+    return r == FinishReason::kRejected || r == FinishReason::kError ||
+           r == FinishReason::kTimeout;
+}
+
+// One choice of the response: prompt p's sample i is choice p * n + i.
+struct ChoiceState {
+    std::string text;
+    std::string finish;       // OpenAI's finish_reason, once finished
+    std::string stop_reason;  // the stop string or token id that ended it
+    json logprobs;            // completions {tokens, ...} or chat {content: [...]}
+    bool role_sent = false;   // chat streams: the first delta carries the role
+    Clock::time_point last_token_time{};
+};
+
+// One prompt's engine request.
+struct PromptState {
+    std::shared_ptr<engine::RequestStream> stream;
+    bool done = false;
+    std::vector<double> itl;  // inter-token gaps of all its samples
+};
+
+class Call : public std::enable_shared_from_this<Call> {
+  public:
+    Call(const CallContext& ctx, Endpoint endpoint, Origin origin, const ParsedRequest& pr)
+        : ctx_(ctx),
+          chat_(endpoint == Endpoint::kChatCompletions),
+          warmup_(origin == Origin::kWarmup),
+          stream_(pr.stream),
+          include_usage_(pr.include_usage),
+          want_logprobs_(chat_ ? pr.chat_logprobs : pr.sampling.logprobs >= 0),
+          n_(pr.sampling.n),
+          id_(random_id(chat_ ? "chatcmpl-" : "cmpl-")),
+          created_(unix_now()) {
+        ChoiceState blank;
+        blank.logprobs = chat_ ? json{{"content", json::array()}}
+                               : json{{"tokens", json::array()},
+                                      {"token_logprobs", json::array()},
+                                      {"top_logprobs", json::array()},
+                                      {"text_offset", json::array()}};
+        choices_.assign(pr.prompts.size() * size_t(n_), blank);
+    }
+
+    bool streaming() const { return stream_; }
+    void add_prompt(std::shared_ptr<engine::RequestStream> s) {
+        prompts_.push_back({.stream = std::move(s), .done = false, .itl = {}});
+    }
+    void cancel_all() {
+        for (auto& p : prompts_) p.stream->cancel();
+    }
+    void attach(std::shared_ptr<http::Responder> resp) { resp_ = std::move(resp); }
+    template <typename F>
+    void for_each_stream(F f) {
+        for (auto& p : prompts_) f(*p.stream);
+    }
+
+    // Takes every queued event; completes the response when all prompts are done.
+    void pump() {
+        if (complete_) return;
+        const auto t0 = Clock::now();
+        for (size_t p = 0; p < prompts_.size(); ++p) {
+            while (auto ev = prompts_[p].stream->try_next()) on_event(p, *ev);
+        }
+        const bool all = std::all_of(prompts_.begin(), prompts_.end(),
+                                     [](const PromptState& p) { return p.done; });
+        if (all) finish();
+        ctx_.metrics.output_seconds().observe(
+            std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+
+  private:
+    std::string piece(int32_t id) const {
+        return tokenizer::sanitize_utf8(
+            ctx_.engine.model().tokenizer().token_bytes(id, tokenizer::SkipSpecial::kNo));
+    }
+    json chunk_head() const {
+        return {{"id", id_},
+                {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+                {"created", created_},
+                {"model", ctx_.served_model_name}};
+    }
+    void send_chunk(const json& j) {
+        resp_->write("data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
+    }
+
+    void on_event(size_t p, const engine::Event& ev);
+    void add_logprobs(ChoiceState& c, const engine::Event& ev, json* delta);
+    void stream_chunk(size_t index, ChoiceState& c, const engine::Event& ev, const json& delta_lp);
+    void on_request_done(PromptState& p, const engine::Event& ev);
+    json usage_json() const;
+    void finish();
+    void finish_stream(bool failed);
+    void send_body();
+
+    CallContext ctx_;
+    const bool chat_, warmup_, stream_, include_usage_, want_logprobs_;
+    const int n_;
+    const std::string id_;
+    const int64_t created_;
+    std::shared_ptr<http::Responder> resp_;
+    std::vector<PromptState> prompts_;
+    std::vector<ChoiceState> choices_;
+    engine::Usage usage_;
+    std::string error_message_;
+    FinishReason error_reason_ = FinishReason::kStop;
+    bool complete_ = false;
+};
+
+void Call::on_event(size_t p, const engine::Event& ev) {
+    const size_t index = p * size_t(n_) + size_t(ev.index);
+    ChoiceState& c = choices_[index];
+    if (!ev.token_ids.empty()) {
+        if (c.last_token_time != Clock::time_point{}) {
+            prompts_[p].itl.push_back(
+                std::chrono::duration<double>(ev.time - c.last_token_time).count());
+        }
+        c.last_token_time = ev.time;
+    }
+    c.text += ev.text;
+    json delta_lp;
+    if (want_logprobs_ && !ev.logprobs.empty()) {
+        add_logprobs(c, ev, stream_ ? &delta_lp : nullptr);
+    }
+    if (ev.finish) {
+        c.finish = finish_name(*ev.finish);
+        c.stop_reason = ev.stop_reason;
+        if (is_failure(*ev.finish)) {
+            error_reason_ = *ev.finish;
+            if (!ev.error.empty()) error_message_ = ev.error;
+        }
+    }
+    if (stream_ && (!ev.text.empty() || ev.finish || !delta_lp.is_null())) {
+        stream_chunk(index, c, ev, delta_lp);
+    }
+    if (ev.request_done) on_request_done(prompts_[p], ev);
+}
+
+void Call::add_logprobs(ChoiceState& c, const engine::Event& ev, json* delta) {
+    for (const auto& lp : ev.logprobs) {
+        const std::string t = piece(lp.token);
+        if (chat_) {
+            json top = json::array();
+            for (const auto& [tid, l] : lp.top) {
+                const std::string tt = piece(tid);
+                top.push_back({{"token", tt},
+                               {"logprob", l},
+                               {"bytes", std::vector<uint8_t>(tt.begin(), tt.end())}});
+            }
+            json item = {{"token", t},
+                         {"logprob", lp.logprob},
+                         {"bytes", std::vector<uint8_t>(t.begin(), t.end())},
+                         {"top_logprobs", top}};
+            c.logprobs["content"].push_back(item);
+            if (delta) (*delta)["content"].push_back(item);
+            continue;
+        }
+        json top = json::object();
+        for (const auto& [tid, l] : lp.top) top[piece(tid)] = l;
+        for (json* o : {&c.logprobs, delta}) {
+            if (o == nullptr) continue;
+            (*o)["tokens"].push_back(t);
+            (*o)["token_logprobs"].push_back(lp.logprob);
+            (*o)["top_logprobs"].push_back(top);
+            (*o)["text_offset"].push_back(0);
+        }
+    }
+}
+
+void Call::stream_chunk(size_t index, ChoiceState& c, const engine::Event& ev,
+                        const json& delta_lp) {
+    json choice = {{"index", index},
+                   {"logprobs", delta_lp.is_null() ? json(nullptr) : delta_lp},
+                   {"finish_reason", ev.finish ? json(c.finish) : json(nullptr)}};
+    if (chat_) {
+        json delta = json::object();
+        if (!c.role_sent) {
+            delta["role"] = "assistant";
+            c.role_sent = true;
+        }
+        if (!ev.text.empty() || !ev.finish) delta["content"] = ev.text;
+        choice["delta"] = delta;
+    } else {
+        choice["text"] = ev.text;
+        if (ev.finish && !c.stop_reason.empty()) choice["stop_reason"] = c.stop_reason;
+    }
+    json j = chunk_head();
+    j["choices"] = json::array({choice});
+    send_chunk(j);
+}
+
+void Call::on_request_done(PromptState& p, const engine::Event& ev) {
+    p.done = true;
+    usage_.prompt_tokens += ev.usage.prompt_tokens;
+    usage_.completion_tokens += ev.usage.completion_tokens;
+    usage_.cached_tokens += ev.usage.cached_tokens;
+    const bool failed = ev.finish && *ev.finish == FinishReason::kError;
+    if (!warmup_) ctx_.metrics.record_finished(ev, p.itl, failed);
+}
+
+json Call::usage_json() const {
+    json u = {{"prompt_tokens", usage_.prompt_tokens},
+              {"completion_tokens", usage_.completion_tokens},
+              {"total_tokens", usage_.prompt_tokens + usage_.completion_tokens}};
+    if (usage_.cached_tokens > 0) {
+        u["prompt_tokens_details"] = {{"cached_tokens", usage_.cached_tokens}};
+    }
+    return u;
+}
+
+void Call::finish() {
+    complete_ = true;
+    for (auto& p : prompts_) p.stream->set_notify({});  // releases the notifiers' hold on this
+    --ctx_.in_flight;
+    const bool failed = error_reason_ != FinishReason::kStop && usage_.completion_tokens == 0;
+    if ((stream_ || !failed) && !warmup_) ctx_.metrics.count_response(200);
+    if (stream_) {
+        finish_stream(failed);
+    } else if (failed) {
+        const int status = error_reason_ == FinishReason::kRejected ? 429 : 500;
+        ctx_.metrics.count_response(status);
+        resp_->send(api_error(status,
+                              error_message_.empty() ? "the request failed" : error_message_,
+                              status == 429 ? "rate_limit_error" : "server_error"));
+    } else {
+        send_body();
+    }
+}
+
+void Call::finish_stream(bool failed) {
+    if (failed) {
+        send_chunk(
+            json{{"error",
+                  {{"message", error_message_.empty() ? "the request failed" : error_message_},
+                   {"type", "server_error"},
+                   {"param", nullptr},
+                   {"code", 500}}}});
+    } else if (include_usage_) {
+        json j = chunk_head();
+        j["choices"] = json::array();
+        j["usage"] = usage_json();
+        send_chunk(j);
+    }
+    resp_->write("data: [DONE]\n\n");
+    resp_->finish();
+}
+
+void Call::send_body() {
+    json choices = json::array();
+    for (size_t i = 0; i < choices_.size(); ++i) {
+        const ChoiceState& c = choices_[i];
+        json choice = {{"index", i},
+                       {"logprobs", want_logprobs_ ? c.logprobs : json(nullptr)},
+                       {"finish_reason", c.finish}};
+        if (chat_) {
+            choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        } else {
+            choice["text"] = c.text;
+            choice["stop_reason"] = c.stop_reason.empty() ? json(nullptr) : json(c.stop_reason);
+        }
+        choices.push_back(choice);
+    }
+    json body = {{"id", id_},
+                 {"object", chat_ ? "chat.completion" : "text_completion"},
+                 {"created", created_},
+                 {"model", ctx_.served_model_name},
+                 {"choices", choices},
+                 {"usage", usage_json()}};
+    resp_->send(json_response(200, body));
+}
+
+// Hands the call to the I/O thread: stream notifiers post pump() there; a disconnect cancels.
+http::Reply run_later(std::shared_ptr<Call> call) {
+    return http::Reply::later([call](std::shared_ptr<http::Responder> resp) {
+        call->attach(resp);
+        if (call->streaming()) resp->start_stream(200, "text/event-stream");
+        std::weak_ptr<Call> weak = call;
+        resp->on_disconnect([weak] {
+            if (auto c = weak.lock()) c->cancel_all();
+        });
+        // The notifiers own the call until it completes (finish() clears them).
+        call->for_each_stream([&](engine::RequestStream& s) {
+            s.set_notify([call, resp] { resp->post([call] { call->pump(); }); });
+        });
+        resp->post([call] { call->pump(); });  // events pushed before the notifiers were set
+    });
+}
+
+}  // namespace
+
+http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin origin,
+                             const CallContext& ctx) {
+    http::Response err;
+    auto body = parse_body(req, err);
+    if (!body) return reply(err);
+    const auto& mc = ctx.engine.model().config();
+    auto parsed = parse_generation_request(
+        *body, endpoint == Endpoint::kChatCompletions,
+        {ctx.served_model_name, ctx.engine.config().sched.max_model_len, mc.vocab_size},
+        ctx.engine.model().tokenizer());
+    if (auto* e = std::get_if<RequestError>(&parsed)) {
+        return reply(api_error(e->status, e->message, e->type, e->param));
+    }
+    ParsedRequest& pr = std::get<ParsedRequest>(parsed);
+    auto call = std::make_shared<Call>(ctx, endpoint, origin, pr);
+    for (auto& prompt : pr.prompts) {
+        engine::Request r;
+        r.prompt_ids = std::move(prompt);
+        r.sampling = pr.sampling;
+        r.priority = pr.priority;
+        auto s = ctx.engine.submit(std::move(r));
+        if (!s.ok()) {
+            call->cancel_all();
+            if (s.error().code != ErrorCode::kResourceExhausted) {
+                return bad_request(s.error().message);
+            }
+            http::Response resp = api_error(429, s.error().message, "rate_limit_error");
+            const int retry = int(std::ceil(ctx.engine.retry_after_seconds()));
+            resp.headers.emplace_back("Retry-After", std::to_string(retry));
+            return reply(resp);
+        }
+        call->add_prompt(*s);
+    }
+    ++ctx.in_flight;
+    return run_later(std::move(call));
+}
+
+}  // namespace pagoda::server

@@ -1,0 +1,33 @@
+#pragma once
+// One /v1/completions or /v1/chat/completions request while it runs: submits its prompts to
+// the engine, turns engine events into SSE chunks or one JSON body, records its metrics and
+// cancels its engine requests when the client goes away. Created on the I/O thread; every
+// later call runs there too (events arrive through RequestStream notifiers posted to it).
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+#include "http/server.h"
+#include "server/metrics_exporter.h"
+
+namespace pagoda::server {
+
+enum class Endpoint { kCompletions, kChatCompletions };
+// kWarmup: an in-process request sent before ready (not counted in metrics).
+enum class Origin { kClient, kWarmup };
+
+// What a call needs of the server; outlives every call.
+struct CallContext {
+    engine::Engine& engine;
+    ServerMetrics& metrics;
+    std::atomic<int64_t>& in_flight;
+    std::string served_model_name;
+};
+
+// Validates the body, submits every prompt and returns the deferred reply (or the error).
+http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin origin,
+                             const CallContext& ctx);
+
+}  // namespace pagoda::server

@@ -1,0 +1,204 @@
+#include "server/metrics_exporter.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "server/process_stats.h"
+
+namespace pagoda::server {
+
+namespace {
+
+std::vector<double> latency_buckets() {
+    return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+            0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+}
+std::vector<double> token_buckets() {
+    return {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000};
+}
+
+metrics::Labels with(const metrics::Labels& base, const char* key, std::string value) {
+    metrics::Labels l = base;
+    l.emplace_back(key, std::move(value));
+    return l;
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics()
+    : ttft_(latency_buckets()),
+      itl_(latency_buckets()),
+      e2e_(latency_buckets()),
+      queue_(latency_buckets()),
+      prefill_(latency_buckets()),
+      decode_(latency_buckets()),
+      prompt_tokens_(token_buckets()),
+      gen_tokens_(token_buckets()),
+      output_({1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01}) {}
+
+void ServerMetrics::record_finished(const engine::Event& last, const std::vector<double>& itl,
+                                    bool failed) {
+    const auto& t = last.timings;
+    if (t.has_token) {
+        ttft_.observe(t.ttft_seconds());
+        prefill_.observe(std::chrono::duration<double>(t.first_token - t.first_scheduled).count());
+        decode_.observe(std::chrono::duration<double>(t.finished - t.first_token).count());
+    }
+    if (t.scheduled) queue_.observe(t.queue_seconds());
+    e2e_.observe(t.e2e_seconds());
+    for (double d : itl) itl_.observe(d);
+    prompt_tokens_.observe(double(last.usage.prompt_tokens));
+    gen_tokens_.observe(double(last.usage.completion_tokens));
+    prompt_total_ += last.usage.prompt_tokens;
+    gen_total_ += last.usage.completion_tokens;
+    const int reason = last.finish ? int(*last.finish) : int(engine::FinishReason::kError);
+    ++finished_[failed ? int(engine::FinishReason::kError) : reason];
+}
+
+void ServerMetrics::count_response(int status) { ++http_by_status_[std::clamp(status / 100, 1, 5)]; }
+
+std::string ServerMetrics::text(const MetricsSources& src) const {
+    const auto st = src.engine.stats();
+    metrics::TextWriter w;
+    const metrics::Labels model = {{"model_name", src.model_name}};
+    write_request_families(w, "pagoda_", *st, model);
+    if (src.vllm_names) write_request_families(w, "vllm:", *st, model);
+    write_native_detail(w, src, *st, model);
+    write_resources(w, src, *st, model);
+    return w.text();
+}
+
+// The families published under both prefixes (vLLM's names and their pagoda_ twins).
+void ServerMetrics::write_request_families(metrics::TextWriter& w, const std::string& p,
+                                           const engine::EngineStats& st,
+                                           const metrics::Labels& model) const {
+    auto one = [&](const std::string& name, const char* type, const char* help, double v) {
+        w.family(name, type, help);
+        w.sample(name, model, v);
+    };
+    one(p + "num_requests_running", "gauge", "Requests in the running batch.",
+        double(st.queue.running));
+    one(p + "num_requests_waiting", "gauge", "Requests waiting, by reason.",
+        double(st.queue.waiting));
+    one(p + "kv_cache_usage_perc", "gauge", "Fraction of KV cache blocks in use (0-1).",
+        st.blocks.usage);
+    one(p + "prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
+        double(prompt_total_.load()));
+    one(p + "generation_tokens_total", "counter", "Generated tokens of finished requests.",
+        double(gen_total_.load()));
+    one(p + "num_preemptions_total", "counter", "Preemptions (recompute).",
+        double(st.preemptions));
+    one(p + "prefix_cache_queries_total", "counter", "Prompt blocks looked up in the prefix cache.",
+        double(st.blocks.prefix_queries));
+    one(p + "prefix_cache_hits_total", "counter", "Prompt blocks found in the prefix cache.",
+        double(st.blocks.prefix_hits));
+    w.family(p + "request_success_total", "counter", "Finished requests by finish reason.");
+    for (int r = 0; r < 6; ++r) {
+        w.sample(p + "request_success_total",
+                 with(model, "finished_reason",
+                      engine::finish_reason_name(engine::FinishReason(r))),
+                 double(finished_[r].load()));
+    }
+    const std::pair<const char*, const metrics::Histogram*> hists[] = {
+        {"time_to_first_token_seconds", &ttft_},  {"inter_token_latency_seconds", &itl_},
+        {"e2e_request_latency_seconds", &e2e_},   {"request_queue_time_seconds", &queue_},
+        {"request_prefill_time_seconds", &prefill_}, {"request_decode_time_seconds", &decode_},
+        {"request_prompt_tokens", &prompt_tokens_}, {"request_generation_tokens", &gen_tokens_}};
+    const char* helps[] = {"Time from arrival to the first token.",
+                           "Time between consecutive tokens of a request.",
+                           "Time from arrival to the last token.",
+                           "Time from arrival to first scheduled.",
+                           "Time from first scheduled to the first token.",
+                           "Time from the first token to the last.",
+                           "Prompt tokens per request.",
+                           "Generated tokens per request."};
+    for (size_t i = 0; i < std::size(hists); ++i) {
+        w.family(p + hists[i].first, "histogram", helps[i]);
+        w.histogram(p + hists[i].first, model, *hists[i].second);
+    }
+}
+
+// Native-only detail: waiting reasons, block states, steps, stages, HTTP classes, config.
+void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSources& src,
+                                        const engine::EngineStats& st,
+                                        const metrics::Labels& model) const {
+    w.family("pagoda_requests_waiting_by_reason", "gauge",
+             "Waiting requests by the reason they wait.");
+    for (int r = 0; r < scheduler::kNumWaitReasons; ++r) {
+        w.sample("pagoda_requests_waiting_by_reason",
+                 with(model, "reason", scheduler::wait_reason_name(scheduler::WaitReason(r))),
+                 double(st.queue.by_reason[r]));
+    }
+    w.family("pagoda_kv_cache_blocks", "gauge", "KV cache blocks by state.");
+    for (auto [state, v] :
+         {std::pair{"used", st.blocks.used}, {"free", st.blocks.free}, {"cached", st.blocks.cached}}) {
+        w.sample("pagoda_kv_cache_blocks", with(model, "state", state), double(v));
+    }
+    w.family("pagoda_engine_steps_total", "counter", "Engine steps run.");
+    w.sample("pagoda_engine_steps_total", model, double(st.steps));
+    w.family("pagoda_engine_step_seconds_total", "counter", "Time in engine steps by stage.");
+    for (auto [stage, v] : {std::pair{"schedule", st.total_time.schedule_s},
+                            {"forward", st.total_time.forward_s},
+                            {"sample", st.total_time.sample_s},
+                            {"output", st.total_time.output_s}}) {
+        w.sample("pagoda_engine_step_seconds_total", with(model, "stage", stage), v);
+    }
+    w.family("pagoda_http_responses_total", "counter", "HTTP responses by status class.");
+    for (int c = 1; c <= 5; ++c) {
+        w.sample("pagoda_http_responses_total", with(model, "code", fmt::format("{}xx", c)),
+                 double(http_by_status_[c].load()));
+    }
+    for (const char* name : {"pagoda_cache_config_info", "vllm:cache_config_info"}) {
+        if (!src.vllm_names && name[0] == 'v') continue;
+        w.family(name, "gauge", "KV cache configuration.");
+        w.sample(name,
+                 {{"block_size", std::to_string(st.block_size)},
+                  {"num_gpu_blocks", std::to_string(st.blocks.total)},
+                  {"enable_prefix_caching",
+                   src.engine.config().enable_prefix_caching ? "True" : "False"}},
+                 1.0);
+    }
+    w.family("pagoda_ready", "gauge", "1 when ready to serve, 0 while warming up or draining.");
+    w.sample("pagoda_ready", model, src.ready ? 1.0 : 0.0);
+    const auto& sh = src.engine.step_histograms();
+    for (auto [name, h] : {std::pair{"pagoda_step_schedule_seconds", &sh.schedule},
+                           {"pagoda_step_forward_seconds", &sh.forward},
+                           {"pagoda_step_sample_seconds", &sh.sample},
+                           {"pagoda_step_output_seconds", &sh.output},
+                           {"pagoda_step_seconds", &sh.step}}) {
+        w.family(name, "histogram", "Engine step stage duration (see docs/metrics.md).");
+        w.histogram(name, model, *h);
+    }
+    w.family("pagoda_http_output_seconds", "histogram",
+             "I/O-thread time turning a batch of engine events into JSON or SSE chunks and "
+             "queueing them.");
+    w.histogram("pagoda_http_output_seconds", model, output_);
+}
+
+// The resource layer: memory, CPU, threads, KV pool, compute busy time, connections.
+void ServerMetrics::write_resources(metrics::TextWriter& w, const MetricsSources& src,
+                                    const engine::EngineStats& st,
+                                    const metrics::Labels& model) const {
+    auto gauge = [&](const char* name, const char* help, double v) {
+        w.family(name, "gauge", help);
+        w.sample(name, model, v);
+    };
+    const ProcessStats ps = read_process_stats();
+    gauge("pagoda_process_resident_memory_bytes", "Resident set size of the process.",
+          double(ps.rss_bytes));
+    w.family("pagoda_process_cpu_seconds_total", "counter", "User + system CPU time of the process.");
+    w.sample("pagoda_process_cpu_seconds_total", model, ps.cpu_seconds);
+    gauge("pagoda_process_threads", "Threads of the process.", double(ps.threads));
+    gauge("pagoda_kv_cache_memory_bytes", "Bytes of the KV cache pool.",
+          double(src.engine.kv_cache_bytes()));
+    w.family("pagoda_compute_busy_seconds_total", "counter",
+             "Wall time the compute pool spent in forward passes (busy fraction = rate of this).");
+    w.sample("pagoda_compute_busy_seconds_total", model, st.total_time.forward_s);
+    if (src.open_connections) {
+        gauge("pagoda_http_open_connections", "Open HTTP connections.",
+              double(src.open_connections()));
+    }
+}
+
+}  // namespace pagoda::server
