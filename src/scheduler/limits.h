@@ -22,7 +22,7 @@ enum class LengthVerdict { kFits, kPromptTooLong, kTotalTooLong };
 
 struct LengthCheck {
     LengthVerdict verdict = LengthVerdict::kFits;
-    std::string message;         // empty when it fits
+    std::string message;            // empty when it fits
     int64_t capped_max_tokens = 0;  // max_tokens after capping to the context
 };
 
@@ -34,7 +34,6 @@ LengthCheck check_context_length(int64_t prompt_tokens, int64_t max_tokens, MaxT
 Status check_kv_fit(int64_t total_tokens, int block_size, int64_t num_blocks);
 
 // The chunked-prefill rule, for knobs at start and on every change.
-Status check_chunked_prefill(const RuntimeKnobs& k, bool enable_chunked_prefill,
-                             int max_model_len);
+Status check_chunked_prefill(const RuntimeKnobs& k, bool enable_chunked_prefill, int max_model_len);
 
 }  // namespace pagoda::scheduler

@@ -38,8 +38,8 @@ std::optional<http::Reply> apply_knobs_json(const json& j, engine::RuntimeKnobs&
                 key);
         }
         if (!v.is_number_integer()) {
-            return bad_request(
-                fmt::format("'{}' must be an integer, got {}", key, v.type_name()), key);
+            return bad_request(fmt::format("'{}' must be an integer, got {}", key, v.type_name()),
+                               key);
         }
         const int64_t x = v.get<int64_t>();
         if (target64 != nullptr) {
@@ -72,7 +72,8 @@ http::Reply OpenAiServer::admin(const http::Request& req) {
         if (Status st = engine_.set_knobs(k); !st.ok()) return bad_request(st.error().message);
         return reply(json_response(200, knobs_json(k)));
     }
-    return reply(api_error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
+    return reply(
+        api_error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
 }
 
 }  // namespace pagoda::server

@@ -115,77 +115,94 @@ Result<RenderedChat> render_chat(const nlohmann::json& messages, const tokenizer
 
 namespace {
 
+std::string render_gemma(const std::vector<Message>& msgs, bool add_generation_prompt) {
+    std::string s = "<bos>";
+    std::string system;
+    for (const auto& m : msgs) {
+        if (m.role == "system") {
+            system += m.content + "\n\n";
+            continue;
+        }
+        const std::string role = m.role == "assistant" ? "model" : "user";
+        s += fmt::format("<start_of_turn>{}\n{}{}<end_of_turn>\n", role,
+                         role == "user" ? system : "", m.content);
+        if (role == "user") system.clear();
+    }
+    if (add_generation_prompt) s += "<start_of_turn>model\n";
+    return s;
+}
+
+// [INST] families: Llama 2 puts the system prompt in <<SYS>>, Mistral before the first user
+// message.
+std::string render_inst(const std::vector<Message>& msgs, bool llama2) {
+    std::string s, system;
+    for (const auto& m : msgs) {
+        if (m.role == "system") {
+            system += m.content;
+            continue;
+        }
+        if (m.role != "user") {
+            s += fmt::format(" {}</s>", m.content);
+            continue;
+        }
+        std::string content = m.content;
+        if (!system.empty()) {
+            content = llama2 ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content
+                             : system + "\n\n" + content;
+            system.clear();
+        }
+        s += fmt::format("<s>[INST] {} [/INST]", content);
+    }
+    return s;
+}
+
+std::string render_default(const std::vector<Message>& msgs, bool add_generation_prompt) {
+    std::string s;
+    for (const auto& m : msgs) {
+        const char* who = m.role == "system"      ? "System"
+                          : m.role == "user"      ? "User"
+                          : m.role == "assistant" ? "Assistant"
+                                                  : "Tool";
+        s += fmt::format("{}: {}\n", who, m.content);
+    }
+    if (add_generation_prompt) s += "Assistant:";
+    return s;
+}
+
 // Built-in equivalents by template family, for templates outside the Jinja subset, and
 // the documented default for models without a template.
 Result<RenderedChat> render_builtin(const std::vector<Message>& msgs, const tokenizer::Vocab& vocab,
                                     bool add_generation_prompt) {
     const std::string& t = vocab.chat_template;
+    auto has = [&](const char* marker) { return t.find(marker) != std::string::npos; };
     RenderedChat r;
     std::string& s = r.text;
-    if (t.find("<|im_start|>") != std::string::npos) {
+    if (has("<|im_start|>")) {
         r.family = "chatml";
         for (const auto& m : msgs)
             s += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content);
         if (add_generation_prompt) s += "<|im_start|>assistant\n";
-    } else if (t.find("<|start_header_id|>") != std::string::npos) {
+    } else if (has("<|start_header_id|>")) {
         r.family = "llama3";
         s = "<|begin_of_text|>";
         for (const auto& m : msgs)
             s += fmt::format("<|start_header_id|>{}<|end_header_id|>\n\n{}<|eot_id|>", m.role,
                              m.content);
         if (add_generation_prompt) s += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-    } else if (t.find("<|assistant|>") != std::string::npos &&
-               t.find("<|end|>") != std::string::npos) {
+    } else if (has("<|assistant|>") && has("<|end|>")) {
         r.family = "phi3";
         for (const auto& m : msgs) s += fmt::format("<|{}|>\n{}<|end|>\n", m.role, m.content);
         if (add_generation_prompt) s += "<|assistant|>\n";
-    } else if (t.find("<start_of_turn>") != std::string::npos) {
+    } else if (has("<start_of_turn>")) {
         r.family = "gemma";
-        s = "<bos>";
-        std::string system;
-        for (const auto& m : msgs) {
-            if (m.role == "system") {
-                system += m.content + "\n\n";
-                continue;
-            }
-            const std::string role = m.role == "assistant" ? "model" : "user";
-            s += fmt::format("<start_of_turn>{}\n{}{}<end_of_turn>\n", role,
-                             role == "user" ? system : "", m.content);
-            if (role == "user") system.clear();
-        }
-        if (add_generation_prompt) s += "<start_of_turn>model\n";
-    } else if (t.find("[INST]") != std::string::npos) {
-        const bool llama2 = t.find("<<SYS>>") != std::string::npos;
-        r.family = llama2 ? "llama2" : "mistral";
-        std::string system;
-        for (const auto& m : msgs) {
-            if (m.role == "system") {
-                system += m.content;
-                continue;
-            }
-            if (m.role == "user") {
-                std::string content = m.content;
-                if (!system.empty()) {
-                    content = llama2 ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content
-                                     : system + "\n\n" + content;
-                    system.clear();
-                }
-                s += fmt::format("<s>[INST] {} [/INST]", content);
-            } else {
-                s += fmt::format(" {}</s>", m.content);
-            }
-        }
+        s = render_gemma(msgs, add_generation_prompt);
+    } else if (has("[INST]")) {
+        r.family = has("<<SYS>>") ? "llama2" : "mistral";
+        s = render_inst(msgs, has("<<SYS>>"));
     } else {
         r.family = "default";
         r.add_bos = true;
-        for (const auto& m : msgs) {
-            const char* who = m.role == "system"      ? "System"
-                              : m.role == "user"      ? "User"
-                              : m.role == "assistant" ? "Assistant"
-                                                      : "Tool";
-            s += fmt::format("{}: {}\n", who, m.content);
-        }
-        if (add_generation_prompt) s += "Assistant:";
+        s = render_default(msgs, add_generation_prompt);
     }
     return r;
 }

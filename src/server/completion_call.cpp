@@ -41,8 +41,7 @@ const char* finish_name(FinishReason r) {
 }
 
 bool is_failure(FinishReason r) {
-    return r == FinishReason::kRejected || r == FinishReason::kError ||
-           r == FinishReason::kTimeout;
+    return r == FinishReason::kRejected || r == FinishReason::kError || r == FinishReason::kTimeout;
 }
 
 // One choice of the response: prompt p's sample i is choice p * n + i.
@@ -301,12 +300,9 @@ void Call::send_body() {
         }
         choices.push_back(choice);
     }
-    json body = {{"id", id_},
-                 {"object", chat_ ? "chat.completion" : "text_completion"},
-                 {"created", created_},
-                 {"model", ctx_.served_model_name},
-                 {"choices", choices},
-                 {"usage", usage_json()}};
+    json body = {{"id", id_},           {"object", chat_ ? "chat.completion" : "text_completion"},
+                 {"created", created_}, {"model", ctx_.served_model_name},
+                 {"choices", choices},  {"usage", usage_json()}};
     resp_->send(json_response(200, body));
 }
 

@@ -56,7 +56,9 @@ void ServerMetrics::record_finished(const engine::Event& last, const std::vector
     ++finished_[failed ? int(engine::FinishReason::kError) : reason];
 }
 
-void ServerMetrics::count_response(int status) { ++http_by_status_[std::clamp(status / 100, 1, 5)]; }
+void ServerMetrics::count_response(int status) {
+    ++http_by_status_[std::clamp(status / 100, 1, 5)];
+}
 
 std::string ServerMetrics::text(const MetricsSources& src) const {
     const auto st = src.engine.stats();
@@ -87,24 +89,23 @@ void ServerMetrics::write_request_families(metrics::TextWriter& w, const std::st
         double(prompt_total_.load()));
     one(p + "generation_tokens_total", "counter", "Generated tokens of finished requests.",
         double(gen_total_.load()));
-    one(p + "num_preemptions_total", "counter", "Preemptions (recompute).",
-        double(st.preemptions));
+    one(p + "num_preemptions_total", "counter", "Preemptions (recompute).", double(st.preemptions));
     one(p + "prefix_cache_queries_total", "counter", "Prompt blocks looked up in the prefix cache.",
         double(st.blocks.prefix_queries));
     one(p + "prefix_cache_hits_total", "counter", "Prompt blocks found in the prefix cache.",
         double(st.blocks.prefix_hits));
     w.family(p + "request_success_total", "counter", "Finished requests by finish reason.");
     for (int r = 0; r < 6; ++r) {
-        w.sample(p + "request_success_total",
-                 with(model, "finished_reason",
-                      engine::finish_reason_name(engine::FinishReason(r))),
-                 double(finished_[r].load()));
+        w.sample(
+            p + "request_success_total",
+            with(model, "finished_reason", engine::finish_reason_name(engine::FinishReason(r))),
+            double(finished_[r].load()));
     }
     const std::pair<const char*, const metrics::Histogram*> hists[] = {
-        {"time_to_first_token_seconds", &ttft_},  {"inter_token_latency_seconds", &itl_},
-        {"e2e_request_latency_seconds", &e2e_},   {"request_queue_time_seconds", &queue_},
+        {"time_to_first_token_seconds", &ttft_},     {"inter_token_latency_seconds", &itl_},
+        {"e2e_request_latency_seconds", &e2e_},      {"request_queue_time_seconds", &queue_},
         {"request_prefill_time_seconds", &prefill_}, {"request_decode_time_seconds", &decode_},
-        {"request_prompt_tokens", &prompt_tokens_}, {"request_generation_tokens", &gen_tokens_}};
+        {"request_prompt_tokens", &prompt_tokens_},  {"request_generation_tokens", &gen_tokens_}};
     const char* helps[] = {"Time from arrival to the first token.",
                            "Time between consecutive tokens of a request.",
                            "Time from arrival to the last token.",
@@ -131,8 +132,9 @@ void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSou
                  double(st.queue.by_reason[r]));
     }
     w.family("pagoda_kv_cache_blocks", "gauge", "KV cache blocks by state.");
-    for (auto [state, v] :
-         {std::pair{"used", st.blocks.used}, {"free", st.blocks.free}, {"cached", st.blocks.cached}}) {
+    for (auto [state, v] : {std::pair{"used", st.blocks.used},
+                            {"free", st.blocks.free},
+                            {"cached", st.blocks.cached}}) {
         w.sample("pagoda_kv_cache_blocks", with(model, "state", state), double(v));
     }
     w.family("pagoda_engine_steps_total", "counter", "Engine steps run.");
@@ -187,7 +189,8 @@ void ServerMetrics::write_resources(metrics::TextWriter& w, const MetricsSources
     const ProcessStats ps = read_process_stats();
     gauge("pagoda_process_resident_memory_bytes", "Resident set size of the process.",
           double(ps.rss_bytes));
-    w.family("pagoda_process_cpu_seconds_total", "counter", "User + system CPU time of the process.");
+    w.family("pagoda_process_cpu_seconds_total", "counter",
+             "User + system CPU time of the process.");
     w.sample("pagoda_process_cpu_seconds_total", model, ps.cpu_seconds);
     gauge("pagoda_process_threads", "Threads of the process.", double(ps.threads));
     gauge("pagoda_kv_cache_memory_bytes", "Bytes of the KV cache pool.",

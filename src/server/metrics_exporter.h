@@ -29,8 +29,7 @@ class ServerMetrics {
     ServerMetrics();
 
     // A request's last event (timings, usage, finish) and its inter-token gaps.
-    void record_finished(const engine::Event& last, const std::vector<double>& itl,
-                         bool failed);
+    void record_finished(const engine::Event& last, const std::vector<double>& itl, bool failed);
     void count_response(int status);  // by class, 1xx..5xx
     metrics::Histogram& output_seconds() { return output_; }
 
