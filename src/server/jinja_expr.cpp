@@ -321,9 +321,8 @@ class ExprParser {
         const std::string f = name();
         std::vector<Expr> args;
         if (is_op("(")) args = call_args();
-        return [a, f, args, line](Scope& s) {
-            return apply_filter(f, a(s), eval_all(args, s), line);
-        };
+        return
+            [a, f, args, line](Scope& s) { return apply_filter(f, a(s), eval_all(args, s), line); };
     }
     Expr primary() {
         const Tok t = peek();
@@ -391,8 +390,8 @@ class ExprParser {
         auto args = call_args(n == "namespace" ? &kwargs : nullptr);
         if (n == "raise_exception") {
             return [args, line](Scope& s) -> json {
-                fail(line, "the template raised: " +
-                               (args.empty() ? std::string() : to_str(args[0](s))));
+                fail(line,
+                     "the template raised: " + (args.empty() ? std::string() : to_str(args[0](s))));
             };
         }
         if (n == "namespace") {

@@ -109,7 +109,8 @@ void trim_before_tag(std::string& text, char kind, bool minus_open, bool plus_op
     const size_t nl = text.rfind('\n');
     const size_t from = nl == std::string::npos ? 0 : nl + 1;
     bool only_ws = true;
-    for (size_t k = from; k < text.size(); ++k) only_ws = only_ws && (text[k] == ' ' || text[k] == '\t');
+    for (size_t k = from; k < text.size(); ++k)
+        only_ws = only_ws && (text[k] == ' ' || text[k] == '\t');
     const bool line_start = nl != std::string::npos || began_line;
     if (only_ws && line_start) text.resize(from);
 }
@@ -166,8 +167,9 @@ std::vector<Piece> split_template(const std::string& src) {
         if (kind == '%') out.push_back({Piece::kStmt, body, line});
         count_lines(open, end + 2);
         i = end + 2;
-        trim = minus_close ? TrimNext::kWhitespace
-                           : kind != '{' ? TrimNext::kNewline : TrimNext::kNone;
+        trim = minus_close   ? TrimNext::kWhitespace
+               : kind != '{' ? TrimNext::kNewline
+                             : TrimNext::kNone;
     }
     return out;
 }

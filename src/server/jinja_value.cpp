@@ -76,7 +76,9 @@ bool is_ws(char ch) { return std::isspace(static_cast<unsigned char>(ch)) != 0; 
 
 // strip/lstrip/rstrip with an optional set of characters (default: whitespace).
 std::string strip(const std::string& x, const std::string& set, bool left, bool right) {
-    auto drop = [&](char ch) { return set.empty() ? is_ws(ch) : set.find(ch) != std::string::npos; };
+    auto drop = [&](char ch) {
+        return set.empty() ? is_ws(ch) : set.find(ch) != std::string::npos;
+    };
     size_t b = 0, e = x.size();
     while (left && b < e && drop(x[b])) ++b;
     while (right && e > b && drop(x[e - 1])) --e;

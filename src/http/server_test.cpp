@@ -1,0 +1,190 @@
+// The HTTP server on loopback, spoken to over raw sockets: keep-alive, pipelining, body
+// limits, malformed requests, handler exceptions, deferred and streamed answers, and
+// client disconnects seen while an answer is pending.
+#include "http/server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "base/log.h"
+
+namespace pagoda::http {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Running {
+    std::unique_ptr<Server> server;
+    int port = 0;
+};
+
+Running start(Handler h, size_t max_body = 1024) {
+    ServerOptions o;
+    o.port = 0;
+    o.max_body_bytes = max_body;
+    auto s = Server::start(o, std::move(h));
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    Running r;
+    r.server = std::move(s).value();
+    r.port = r.server->port();
+    return r;
+}
+
+int connect_to(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+}
+
+void send_all(int fd, const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+        const ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+        if (n <= 0) return;
+        off += size_t(n);
+    }
+}
+
+// Reads until the server closes the connection or 5 s pass.
+std::string read_until_close(int fd) {
+    std::string out;
+    char buf[4096];
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        out.append(buf, size_t(n));
+    }
+    return out;
+}
+
+std::string round_trip(int port, const std::string& raw) {
+    const int fd = connect_to(port);
+    send_all(fd, raw);
+    std::string out = read_until_close(fd);
+    ::close(fd);
+    return out;
+}
+
+int count(const std::string& hay, const std::string& needle) {
+    int n = 0;
+    for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+    return n;
+}
+
+Reply echo(const Request& r) {
+    Response resp;
+    resp.body = r.method + " " + r.path + " " + r.body;
+    return Reply{resp, {}};
+}
+
+TEST(HttpServer, KeepAliveAnswersSeveralRequestsOnOneConnection) {
+    auto s = start(echo);
+    const std::string out = round_trip(
+        s.port,
+        "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+        "POST /b?q=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+        "GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(count(out, "HTTP/1.1 200"), 3) << out;
+    EXPECT_NE(out.find("GET /a "), std::string::npos);
+    EXPECT_NE(out.find("POST /b hello"), std::string::npos) << "path without the query";
+    EXPECT_NE(out.find("GET /c "), std::string::npos);
+}
+
+TEST(HttpServer, BodyOverTheLimitIs413AndNamesTheLimit) {
+    int calls = 0;
+    auto s = start([&](const Request& r) {
+        ++calls;
+        return echo(r);
+    });
+    const std::string out = round_trip(s.port,
+                                     "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n" +
+                                         std::string(2000, 'x'));
+    EXPECT_NE(out.find("HTTP/1.1 413"), std::string::npos) << out;
+    EXPECT_NE(out.find("request body larger than 1024 bytes"), std::string::npos) << out;
+    EXPECT_EQ(calls, 0);
+    // A body at the limit is fine.
+    const std::string ok = round_trip(
+        s.port, "POST /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1024\r\n\r\n" +
+                    std::string(1024, 'y'));
+    EXPECT_NE(ok.find("HTTP/1.1 200"), std::string::npos);
+}
+
+TEST(HttpServer, MalformedRequestsGet400AndTheConnectionCloses) {
+    auto s = start(echo);
+    for (const std::string& raw : {std::string("NOT HTTP AT ALL\r\n\r\n"),
+                                  std::string("GET /x HTTP/1.1\r\nContent-Length: abc\r\n\r\n"),
+                                  std::string("GET /x HTTP/9.9\r\nHost: x\r\n\r\n")}) {
+        const std::string out = round_trip(s.port, raw);
+        EXPECT_NE(out.find("HTTP/1.1 400"), std::string::npos) << raw << " -> " << out;
+        EXPECT_NE(out.find("malformed HTTP request"), std::string::npos) << out;
+    }
+    // The server still serves afterwards.
+    EXPECT_NE(round_trip(s.port, "GET /y HTTP/1.1\r\nConnection: close\r\n\r\n").find("GET /y"),
+              std::string::npos);
+}
+
+TEST(HttpServer, AHandlerThatThrowsGives500NotACrash) {
+    set_log_level(LogLevel::kError);
+    auto s = start([](const Request&) -> Reply { throw std::runtime_error("boom"); });
+    const std::string out = round_trip(s.port, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+    EXPECT_NE(out.find("HTTP/1.1 500"), std::string::npos) << out;
+    set_log_level(LogLevel::kInfo);
+}
+
+TEST(HttpServer, DeferredStreamIsChunked) {
+    auto s = start([](const Request&) {
+        return Reply::later([](std::shared_ptr<Responder> r) {
+            std::thread([r] {
+                r->start_stream(200, "text/event-stream");
+                r->write("data: one\n\n");
+                r->write("data: two\n\n");
+                r->finish();
+            }).detach();
+        });
+    });
+    const std::string out = round_trip(s.port, "GET /s HTTP/1.1\r\nConnection: close\r\n\r\n");
+    EXPECT_NE(out.find("Transfer-Encoding: chunked"), std::string::npos) << out;
+    EXPECT_NE(out.find("text/event-stream"), std::string::npos);
+    EXPECT_NE(out.find("data: one"), std::string::npos);
+    EXPECT_NE(out.find("data: two"), std::string::npos);
+    EXPECT_NE(out.find("\r\n0\r\n\r\n"), std::string::npos) << "the last chunk ends the body";
+}
+
+TEST(HttpServer, ClientGoneWhileAnswerPendingIsReported) {
+    std::promise<std::shared_ptr<Responder>> pending;
+    std::promise<void> gone;
+    auto s = start([&](const Request&) {
+        return Reply::later([&](std::shared_ptr<Responder> r) {
+            r->on_disconnect([&] { gone.set_value(); });
+            pending.set_value(r);
+        });
+    });
+    const int fd = connect_to(s.port);
+    send_all(fd, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n");
+    auto held_future = pending.get_future();
+    ASSERT_EQ(held_future.wait_for(5s), std::future_status::ready);
+    std::shared_ptr<Responder> held = held_future.get();
+    ::close(fd);
+    EXPECT_EQ(gone.get_future().wait_for(5s), std::future_status::ready);
+    EXPECT_TRUE(held->disconnected());
+    held->send(Response{});  // a no-op after the disconnect, not a crash
+}
+
+}  // namespace
+}  // namespace pagoda::http
