@@ -147,7 +147,7 @@ class Engine {
     std::vector<std::unique_ptr<LiveRequest>> reqs_;        // live requests
     std::unordered_map<kvcache::SeqId, SampleRef> by_seq_;  // scheduler sequence -> sample
     std::vector<std::pair<std::shared_ptr<RequestStream>, Event>> outbox_;  // this step's events
-    kvcache::SeqId next_seq_ = 1;
+    kvcache::SeqId next_seq_{1};
     uint64_t step_no_ = 0;
     model::ForwardBatch batch_;
     std::vector<float> logits_;

@@ -173,7 +173,7 @@ void Engine::handle_timeouts(const scheduler::BatchPlan& plan) {
         if (it == by_seq_.end()) continue;
         LiveRequest& r = *it->second.req;
         Sample& c = r.samples[size_t(it->second.sample)];
-        c.seq = 0;  // the scheduler already dropped it
+        c.seq = kvcache::kNoSeq;  // the scheduler already dropped it
         by_seq_.erase(it);
         const char* why = "the request waited in the queue past its deadline";
         if (r.remaining == int(r.samples.size()) && !r.forked) {
@@ -332,7 +332,7 @@ Event& Engine::event_for(LiveRequest& r, const Sample& c) {
 void Engine::finish_sample(LiveRequest& r, Sample& c, FinishReason why, std::string stop_reason) {
     PAGODA_CHECK(!c.done) << "sample finished twice";
     c.done = true;
-    if (c.seq != 0) {
+    if (c.seq != kvcache::kNoSeq) {
         sched_->finish(c.seq);
         by_seq_.erase(c.seq);
     }

@@ -23,7 +23,8 @@ namespace pagoda::engine {
 class RequestStream;
 
 struct Sample {
-    kvcache::SeqId seq = 0;  // 0 until it has a sequence (samples 1..n-1 fork after prefill)
+    kvcache::SeqId seq =
+        kvcache::kNoSeq;  // none until it has a sequence (samples 1..n-1 fork after prefill)
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;  // when the request detokenizes
     std::optional<StopMatcher> stops;                          // when it has stop strings

@@ -174,7 +174,9 @@ TEST(SamplingParams, ValidateNamesTheFieldAndTheRange) {
     EXPECT_EQ(message([](SamplingParams& p) { p.temperature = -1; }),
               "temperature must be in [0, 100], got -1");
     EXPECT_EQ(message([](SamplingParams& p) { p.top_p = 0; }), "top_p must be in (0, 1], got 0");
-    EXPECT_EQ(message([](SamplingParams& p) { p.logit_bias = {{5, 1.0f}}; }),
+    EXPECT_EQ(message([](SamplingParams& p) {
+                  p.logit_bias = {{5, 1.0f}};
+              }),
               "logit_bias token id 5 is out of range [0, 5)");
     EXPECT_EQ(message([](SamplingParams& p) { p.min_tokens = 20; }),
               "min_tokens must be in [0, max_tokens=16], got 20");

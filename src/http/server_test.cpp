@@ -95,11 +95,11 @@ Reply echo(const Request& r) {
 
 TEST(HttpServer, KeepAliveAnswersSeveralRequestsOnOneConnection) {
     auto s = start(echo);
-    const std::string out = round_trip(
-        s.port,
-        "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
-        "POST /b?q=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
-        "GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const std::string out =
+        round_trip(s.port,
+                   "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+                   "POST /b?q=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+                   "GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     EXPECT_EQ(count(out, "HTTP/1.1 200"), 3) << out;
     EXPECT_NE(out.find("GET /a "), std::string::npos);
     EXPECT_NE(out.find("POST /b hello"), std::string::npos) << "path without the query";
@@ -112,24 +112,25 @@ TEST(HttpServer, BodyOverTheLimitIs413AndNamesTheLimit) {
         ++calls;
         return echo(r);
     });
-    const std::string out = round_trip(s.port,
-                                     "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n" +
-                                         std::string(2000, 'x'));
+    const std::string out =
+        round_trip(s.port, "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n" +
+                               std::string(2000, 'x'));
     EXPECT_NE(out.find("HTTP/1.1 413"), std::string::npos) << out;
     EXPECT_NE(out.find("request body larger than 1024 bytes"), std::string::npos) << out;
     EXPECT_EQ(calls, 0);
     // A body at the limit is fine.
     const std::string ok = round_trip(
-        s.port, "POST /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1024\r\n\r\n" +
-                    std::string(1024, 'y'));
+        s.port,
+        "POST /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1024\r\n\r\n" +
+            std::string(1024, 'y'));
     EXPECT_NE(ok.find("HTTP/1.1 200"), std::string::npos);
 }
 
 TEST(HttpServer, MalformedRequestsGet400AndTheConnectionCloses) {
     auto s = start(echo);
     for (const std::string& raw : {std::string("NOT HTTP AT ALL\r\n\r\n"),
-                                  std::string("GET /x HTTP/1.1\r\nContent-Length: abc\r\n\r\n"),
-                                  std::string("GET /x HTTP/9.9\r\nHost: x\r\n\r\n")}) {
+                                   std::string("GET /x HTTP/1.1\r\nContent-Length: abc\r\n\r\n"),
+                                   std::string("GET /x HTTP/9.9\r\nHost: x\r\n\r\n")}) {
         const std::string out = round_trip(s.port, raw);
         EXPECT_NE(out.find("HTTP/1.1 400"), std::string::npos) << raw << " -> " << out;
         EXPECT_NE(out.find("malformed HTTP request"), std::string::npos) << out;

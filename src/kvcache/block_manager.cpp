@@ -155,7 +155,7 @@ void BlockManager::grow(SeqId id, int64_t num_tokens, int64_t write_from,
         const int32_t old = s.table[i];
         if (blocks_[size_t(old)].ref <= 1) continue;
         const int32_t b = take_fresh();
-        if (copies != nullptr) copies->push_back({old, b});
+        if (copies != nullptr) copies->push_back({BlockId{old}, BlockId{b}});
         release(old);
         s.table[i] = b;
     }

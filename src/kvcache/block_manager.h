@@ -17,11 +17,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/strong_id.h"
 #include "kvcache/kv_pool.h"
 
 namespace pagoda::kvcache {
 
-using SeqId = int64_t;
+// A scheduler sequence (one sample of one request). Ids are never reused in an engine.
+using SeqId = StrongId<struct SeqIdTag, int64_t>;
+inline constexpr SeqId kNoSeq{0};
 using BlockHash = uint64_t;
 
 // Chained hash of one full block: parent's hash, the block's token ids, and a salt.
@@ -29,7 +32,7 @@ BlockHash hash_block(BlockHash parent, std::span<const int32_t> tokens, uint64_t
 
 // A KV block copy the engine must perform before the next forward (copy-on-write).
 struct BlockCopy {
-    int32_t src = 0, dst = 0;
+    BlockId src, dst;
 };
 
 struct BlockStats {
@@ -94,7 +97,7 @@ class BlockManager {
 
     bool has(SeqId seq) const { return seqs_.count(seq) != 0; }
     const BlockTable& table(SeqId seq) const;
-    int ref_count(int32_t block) const { return blocks_[size_t(block)].ref; }
+    int ref_count(BlockId block) const { return blocks_[size_t(block.value())].ref; }
     BlockStats stats() const;
 
     // Drops every cached (evictable) block from the prefix cache. Returns how many.

@@ -10,6 +10,8 @@
 namespace pagoda::kvcache {
 namespace {
 
+constexpr SeqId S(int64_t v) { return SeqId{v}; }
+
 // Blocks held by the given sequences, counted from their block tables: independent of the
 // manager's own free list and LRU, whose sizes stats() reports.
 template <typename Ids>
@@ -35,18 +37,18 @@ TEST(BlockManager, AllocateGrowFree) {
     EXPECT_EQ(c.new_blocks, 2);
     EXPECT_EQ(c.cached_tokens, 0);
     EXPECT_EQ(bm.stats().free, 8);  // check changed nothing
-    EXPECT_EQ(bm.allocate(1, toks, 0), 0);
-    EXPECT_EQ(bm.table(1).size(), 2u);
-    EXPECT_EQ(bm.blocks_to_grow(1, 8, 6), 0);
-    EXPECT_EQ(bm.blocks_to_grow(1, 9, 8), 1);
-    bm.grow(1, 9, 8, nullptr);
-    EXPECT_EQ(bm.table(1).size(), 3u);
+    EXPECT_EQ(bm.allocate(S(1), toks, 0), 0);
+    EXPECT_EQ(bm.table(S(1)).size(), 2u);
+    EXPECT_EQ(bm.blocks_to_grow(S(1), 8, 6), 0);
+    EXPECT_EQ(bm.blocks_to_grow(S(1), 9, 8), 1);
+    bm.grow(S(1), 9, 8, nullptr);
+    EXPECT_EQ(bm.table(S(1)).size(), 3u);
     auto st = bm.stats();
     EXPECT_EQ(st.used, 3);
     EXPECT_EQ(st.allocated_slots, 12);
     EXPECT_EQ(st.filled_slots, 9);
     EXPECT_NEAR(st.internal_waste, 0.25, 1e-9);
-    bm.free(1);
+    bm.free(S(1));
     EXPECT_EQ(bm.stats().free, 8);
     EXPECT_TRUE(bm.consistent());
 }
@@ -63,8 +65,8 @@ TEST(BlockManager, WatermarkAndExhaustion) {
 TEST(BlockManager, PrefixHitsSkipComputedBlocks) {
     BlockManager bm(16, 4, true);
     auto a = iota_tokens(14);  // 3 full blocks + 2
-    bm.allocate(1, a, 0);
-    bm.publish(1, a, 14);
+    bm.allocate(S(1), a, 0);
+    bm.publish(S(1), a, 14);
     auto b = a;
     b.resize(12);
     b.push_back(7);
@@ -73,21 +75,21 @@ TEST(BlockManager, PrefixHitsSkipComputedBlocks) {
     auto c = bm.check_allocate(b, 0, 0);
     EXPECT_EQ(c.cached_tokens, 12);
     EXPECT_EQ(c.new_blocks, 1);
-    EXPECT_EQ(bm.allocate(2, b, 0), 12);
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(bm.table(1)[size_t(i)], bm.table(2)[size_t(i)]);
-    EXPECT_EQ(bm.ref_count(bm.table(1)[0]), 2);
+    EXPECT_EQ(bm.allocate(S(2), b, 0), 12);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(bm.table(S(1))[size_t(i)], bm.table(S(2))[size_t(i)]);
+    EXPECT_EQ(bm.ref_count(block_at(bm.table(S(1)), 0)), 2);
     // A different salt never shares.
     EXPECT_EQ(bm.check_allocate(b, 42, 0).cached_tokens, 0);
     auto st = bm.stats();
     EXPECT_EQ(st.prefix_queries, 6);  // 3 for the first prompt (all misses), 3 for the second
     EXPECT_EQ(st.prefix_hits, 3);
     // Freed blocks stay cached and are found again.
-    bm.free(1);
-    bm.free(2);
+    bm.free(S(1));
+    bm.free(S(2));
     st = bm.stats();
     EXPECT_EQ(st.cached, 3);
     EXPECT_EQ(st.used, 0);
-    EXPECT_EQ(bm.allocate(3, b, 0), 12);
+    EXPECT_EQ(bm.allocate(S(3), b, 0), 12);
     EXPECT_EQ(bm.stats().cached, 0);
     EXPECT_TRUE(bm.consistent());
 }
@@ -95,24 +97,24 @@ TEST(BlockManager, PrefixHitsSkipComputedBlocks) {
 TEST(BlockManager, WholePromptCachedStillComputesLastToken) {
     BlockManager bm(16, 4, true);
     auto a = iota_tokens(8);
-    bm.allocate(1, a, 0);
-    bm.publish(1, a, 8);
+    bm.allocate(S(1), a, 0);
+    bm.publish(S(1), a, 8);
     EXPECT_EQ(bm.check_allocate(a, 0, 0).cached_tokens, 4);
 }
 
 TEST(BlockManager, LruEviction) {
     BlockManager bm(4, 4, true);
     auto a = iota_tokens(8, 0), b = iota_tokens(8, 50);
-    bm.allocate(1, a, 0);
-    bm.publish(1, a, 8);
-    bm.free(1);
-    bm.allocate(2, b, 0);
-    bm.publish(2, b, 8);
-    bm.free(2);
+    bm.allocate(S(1), a, 0);
+    bm.publish(S(1), a, 8);
+    bm.free(S(1));
+    bm.allocate(S(2), b, 0);
+    bm.publish(S(2), b, 8);
+    bm.free(S(2));
     EXPECT_EQ(bm.stats().cached, 4);
     // a's blocks were freed first: they go first.
     auto c = iota_tokens(8, 900);
-    bm.allocate(3, c, 0);
+    bm.allocate(S(3), c, 0);
     EXPECT_EQ(bm.stats().evictions, 2);
     auto b2 = b;
     b2.push_back(1);
@@ -126,33 +128,33 @@ TEST(BlockManager, LruEviction) {
 TEST(BlockManager, ForkCopyOnWrite) {
     BlockManager bm(8, 4, true);
     auto a = iota_tokens(6);
-    bm.allocate(1, a, 0);
-    bm.fork(1, 2);
-    EXPECT_EQ(bm.ref_count(bm.table(1)[1]), 2);
+    bm.allocate(S(1), a, 0);
+    bm.fork(S(1), S(2));
+    EXPECT_EQ(bm.ref_count(block_at(bm.table(S(1)), 1)), 2);
     // Child writes slot 6 (inside the shared second block): it gets its own copy.
-    EXPECT_EQ(bm.blocks_to_grow(2, 7, 6), 1);
+    EXPECT_EQ(bm.blocks_to_grow(S(2), 7, 6), 1);
     std::vector<BlockCopy> copies;
-    bm.grow(2, 7, 6, &copies);
+    bm.grow(S(2), 7, 6, &copies);
     ASSERT_EQ(copies.size(), 1u);
-    EXPECT_EQ(copies[0].src, bm.table(1)[1]);
-    EXPECT_EQ(copies[0].dst, bm.table(2)[1]);
-    EXPECT_EQ(bm.table(1)[0], bm.table(2)[0]);  // the untouched first block stays shared
-    EXPECT_EQ(bm.ref_count(bm.table(1)[1]), 1);
+    EXPECT_EQ(copies[0].src, block_at(bm.table(S(1)), 1));
+    EXPECT_EQ(copies[0].dst, block_at(bm.table(S(2)), 1));
+    EXPECT_EQ(bm.table(S(1))[0], bm.table(S(2))[0]);  // the untouched first block stays shared
+    EXPECT_EQ(bm.ref_count(block_at(bm.table(S(1)), 1)), 1);
     // Parent now owns its block alone: no copy.
     copies.clear();
-    bm.grow(1, 7, 6, &copies);
+    bm.grow(S(1), 7, 6, &copies);
     EXPECT_TRUE(copies.empty());
-    bm.free(1);
-    bm.free(2);
+    bm.free(S(1));
+    bm.free(S(2));
     EXPECT_EQ(bm.stats().free, 8);
     EXPECT_TRUE(bm.consistent());
 }
 
 TEST(BlockManager, HistogramBuckets) {
     BlockManager bm(64, 4, false);
-    bm.allocate(1, iota_tokens(4), 0);   // 1 block -> bucket 0
-    bm.allocate(2, iota_tokens(12), 0);  // 3 blocks -> bucket 1
-    bm.allocate(3, iota_tokens(20), 0);  // 5 blocks -> bucket 2
+    bm.allocate(S(1), iota_tokens(4), 0);   // 1 block -> bucket 0
+    bm.allocate(S(2), iota_tokens(12), 0);  // 3 blocks -> bucket 1
+    bm.allocate(S(3), iota_tokens(20), 0);  // 5 blocks -> bucket 2
     auto st = bm.stats();
     ASSERT_EQ(st.length_histogram.size(), 3u);
     EXPECT_EQ(st.length_histogram[0], 1);
@@ -168,7 +170,7 @@ RC_GTEST_PROP(BlockManagerProperty, BlocksConserved, ()) {
     BlockManager bm(total, block_size, caching);
     std::map<SeqId, std::vector<int32_t>> live;  // tokens per sequence
     std::map<SeqId, int64_t> computed;
-    SeqId next = 1;
+    SeqId next{1};
     const int ops = *rc::gen::inRange(1, 200);
     for (int op = 0; op < ops; ++op) {
         const int kind = *rc::gen::inRange(0, 5);

@@ -78,7 +78,8 @@ kernels::PagedKv KvPool::layer(int l) const {
                             num_kv_heads_, head_dim_};
 }
 
-void KvPool::copy_block(int32_t src, int32_t dst) {
+void KvPool::copy_block(BlockId src_id, BlockId dst_id) {
+    const int32_t src = src_id.value(), dst = dst_id.value();
     PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_)
         << src << " " << dst;
     const size_t block_bytes = bytes_per_block() / size_t(2 * num_layers_);

@@ -11,9 +11,13 @@
 
 #include "base/huge_buffer.h"
 #include "base/result.h"
+#include "base/strong_id.h"
 #include "kernels/types.h"
 
 namespace pagoda::kvcache {
+
+// One KV block of the pool.
+using BlockId = StrongId<struct BlockIdTag, int32_t>;
 
 using kernels::KvDtype;
 
@@ -44,7 +48,7 @@ class KvPool {
     size_t total_bytes() const { return bytes_per_block() * size_t(num_blocks_); }
     kernels::PagedKv layer(int l) const;
     // Copies block `src` into block `dst` in every layer, K and V (copy-on-write).
-    void copy_block(int32_t src, int32_t dst);
+    void copy_block(BlockId src, BlockId dst);
 
   private:
     KvCacheConfig cfg_;
@@ -69,8 +73,11 @@ class BlockAllocator {
     std::vector<int32_t> free_;
 };
 
-// The per-sequence block table: block ids in position order.
+// The per-sequence block table: block ids in position order. Plain int32 on purpose: it is
+// the flat array the batch -> forward contract hands to the attention kernels
+// (model::SeqSpan::block_table); the block manager's API names single blocks as BlockId.
 using BlockTable = std::vector<int32_t>;
+inline BlockId block_at(const BlockTable& t, size_t i) { return BlockId{t[i]}; }
 
 // What forward() sees of the cache: one PagedKv per layer.
 class KvView {

@@ -135,7 +135,7 @@ void Scheduler::preempt(Sequence* victim, BatchPlan& plan, const std::string& wh
         plan.seqs.erase(it);
         const auto& table = blocks_.table(victim->id);
         std::erase_if(plan.copies, [&](const kvcache::BlockCopy& c) {
-            return std::find(table.begin(), table.end(), c.dst) != table.end();
+            return std::find(table.begin(), table.end(), c.dst.value()) != table.end();
         });
     }
     blocks_.free(victim->id);

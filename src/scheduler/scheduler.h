@@ -58,7 +58,7 @@ struct SchedulerConfig {
 };
 
 struct Sequence {
-    SeqId id = 0;
+    SeqId id = kvcache::kNoSeq;
     int priority = 0;             // lower runs first (vLLM's convention)
     uint64_t arrival = 0;         // submission order (set by add())
     std::vector<int32_t> tokens;  // prompt, then generated tokens
@@ -76,7 +76,7 @@ struct Sequence {
 };
 
 struct ScheduledSeq {
-    SeqId id = 0;
+    SeqId id = kvcache::kNoSeq;
     int32_t pos_start = 0;   // first position computed (= num_computed)
     int32_t num_tokens = 0;  // tokens computed this step
     bool sample = false;     // this chunk reaches the last known token: sample from its logits
@@ -84,7 +84,7 @@ struct ScheduledSeq {
 };
 
 struct Preemption {
-    SeqId id = 0;
+    SeqId id = kvcache::kNoSeq;
     std::string reason;
 };
 

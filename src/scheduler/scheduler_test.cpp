@@ -11,6 +11,8 @@
 namespace pagoda::scheduler {
 namespace {
 
+constexpr SeqId S(int64_t v) { return SeqId{v}; }
+
 std::unique_ptr<Sequence> make_seq(SeqId id, int prompt, int max_new, int priority = 0,
                                    int first_token = 1) {
     auto s = std::make_unique<Sequence>();
@@ -44,17 +46,17 @@ BatchPlan step(Scheduler& s, int32_t token = 7) {
 TEST(Scheduler, DecodesFirstThenChunkedPrefill) {
     kvcache::BlockManager bm(64, 16, false);
     Scheduler s(config(8, 32), bm);
-    ASSERT_TRUE(s.add(make_seq(1, 10, 10)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(1), 10, 10)).ok());
     auto p = step(s);
     ASSERT_EQ(p.seqs.size(), 1u);
     EXPECT_EQ(p.seqs[0].num_tokens, 10);
     EXPECT_TRUE(p.seqs[0].sample);
-    ASSERT_TRUE(s.add(make_seq(2, 100, 10)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(2), 100, 10)).ok());
     p = step(s);
     ASSERT_EQ(p.seqs.size(), 2u);
-    EXPECT_EQ(p.seqs[0].id, 1);  // the decode first
+    EXPECT_EQ(p.seqs[0].id, S(1));  // the decode first
     EXPECT_EQ(p.seqs[0].num_tokens, 1);
-    EXPECT_EQ(p.seqs[1].id, 2);
+    EXPECT_EQ(p.seqs[1].id, S(2));
     EXPECT_EQ(p.seqs[1].num_tokens, 31);  // chunk = what the budget leaves
     EXPECT_FALSE(p.seqs[1].sample);
     EXPECT_EQ(p.num_batched_tokens, 32);
@@ -69,8 +71,8 @@ TEST(Scheduler, LongPrefillThresholdKeepsShortRequestsFlowing) {
     auto c = config(8, 64);
     c.knobs.long_prefill_token_threshold = 16;
     Scheduler s(c, bm);
-    ASSERT_TRUE(s.add(make_seq(1, 1000, 4)).ok());
-    ASSERT_TRUE(s.add(make_seq(2, 8, 4)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(1), 1000, 4)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(2), 8, 4)).ok());
     auto p = step(s);
     ASSERT_EQ(p.seqs.size(), 2u);
     EXPECT_EQ(p.seqs[0].num_tokens, 16);
@@ -81,29 +83,29 @@ TEST(Scheduler, LongPrefillThresholdKeepsShortRequestsFlowing) {
 TEST(Scheduler, WaitReasonsAndPriority) {
     kvcache::BlockManager bm(4, 16, false);  // 64 token slots
     Scheduler s(config(8, 512), bm);
-    ASSERT_TRUE(s.add(make_seq(1, 60, 4)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(1), 60, 4)).ok());
     step(s);
-    ASSERT_TRUE(s.add(make_seq(2, 30, 4, /*priority=*/5)).ok());
-    ASSERT_TRUE(s.add(make_seq(3, 30, 4, /*priority=*/0)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(2), 30, 4, /*priority=*/5)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(3), 30, 4, /*priority=*/0)).ok());
     step(s);
     // 3 (higher priority) is at the head and lacks blocks; 2 waits behind it for priority.
     ASSERT_EQ(s.waiting().size(), 2u);
-    EXPECT_EQ(s.waiting()[0]->id, 3);
+    EXPECT_EQ(s.waiting()[0]->id, S(3));
     EXPECT_EQ(s.waiting()[0]->reason, WaitReason::kNoFreeBlocks);
     EXPECT_EQ(s.waiting()[1]->reason, WaitReason::kPriority);
     auto c = s.counts();
     EXPECT_EQ(c.by_reason[int(WaitReason::kNoFreeBlocks)], 1);
     EXPECT_EQ(c.by_reason[int(WaitReason::kPriority)], 1);
-    s.finish(1);
+    s.finish(S(1));
     auto p = step(s);
-    EXPECT_EQ(p.admitted.front(), 3);
+    EXPECT_EQ(p.admitted.front(), S(3));
 }
 
 TEST(Scheduler, SeqCapAndTokenBudgetReasons) {
     kvcache::BlockManager bm(64, 16, false);
     Scheduler s(config(1, 512), bm);
-    ASSERT_TRUE(s.add(make_seq(1, 10, 4)).ok());
-    ASSERT_TRUE(s.add(make_seq(2, 10, 4)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(1), 10, 4)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(2), 10, 4)).ok());
     step(s);
     EXPECT_EQ(s.waiting()[0]->reason, WaitReason::kSeqCap);
     RuntimeKnobs k = s.knobs();
@@ -122,16 +124,16 @@ TEST(Scheduler, BoundedQueueRejectsWithResourceExhausted) {
     auto c = config(8, 64);
     c.knobs.max_waiting_requests = 2;
     Scheduler s(c, bm);
-    ASSERT_TRUE(s.add(make_seq(1, 10, 4)).ok());
-    ASSERT_TRUE(s.add(make_seq(2, 10, 4)).ok());
-    auto st = s.add(make_seq(3, 10, 4));
+    ASSERT_TRUE(s.add(make_seq(S(1), 10, 4)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(2), 10, 4)).ok());
+    auto st = s.add(make_seq(S(3), 10, 4));
     ASSERT_FALSE(st.ok());
     EXPECT_EQ(st.error().code, ErrorCode::kResourceExhausted);
     // Never-fitting requests are refused, not queued forever.
-    auto big = s.add(make_seq(4, 2000, 10));
+    auto big = s.add(make_seq(S(4), 2000, 10));
     ASSERT_FALSE(big.ok());
     EXPECT_EQ(big.error().code, ErrorCode::kOutOfRange);
-    auto ctx = s.add(make_seq(5, 4000, 200));
+    auto ctx = s.add(make_seq(S(5), 4000, 200));
     ASSERT_FALSE(ctx.ok());
     EXPECT_NE(ctx.error().message.find("maximum context length"), std::string::npos);
 }
@@ -139,49 +141,49 @@ TEST(Scheduler, BoundedQueueRejectsWithResourceExhausted) {
 TEST(Scheduler, DeadlineTimesOutQueuedRequest) {
     kvcache::BlockManager bm(4, 16, false);
     Scheduler s(config(8, 512), bm);
-    ASSERT_TRUE(s.add(make_seq(1, 60, 4)).ok());
-    auto late = make_seq(2, 30, 4);
+    ASSERT_TRUE(s.add(make_seq(S(1), 60, 4)).ok());
+    auto late = make_seq(S(2), 30, 4);
     late->deadline = Clock::now() - std::chrono::milliseconds(1);
     ASSERT_TRUE(s.add(std::move(late)).ok());
     auto p = step(s);
     ASSERT_EQ(p.timed_out.size(), 1u);
-    EXPECT_EQ(p.timed_out[0], 2);
-    EXPECT_FALSE(s.has(2));
+    EXPECT_EQ(p.timed_out[0], S(2));
+    EXPECT_FALSE(s.has(S(2)));
 }
 
 TEST(Scheduler, PreemptsLatestArrivalWhenBlocksRunOut) {
     kvcache::BlockManager bm(4, 4, true);  // 16 slots
     Scheduler s(config(8, 64), bm);
-    ASSERT_TRUE(s.add(make_seq(1, 7, 8)).ok());
-    ASSERT_TRUE(s.add(make_seq(2, 7, 8, 0, 50)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(1), 7, 8)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(2), 7, 8, 0, 50)).ok());
     step(s);           // both admitted: 2 blocks each
     step(s);           // 8 tokens each, still 2 blocks
     auto p = step(s);  // both need a third block: 2 (latest) is preempted
     ASSERT_EQ(p.preempted.size(), 1u);
-    EXPECT_EQ(p.preempted[0].id, 2);
+    EXPECT_EQ(p.preempted[0].id, S(2));
     EXPECT_NE(p.preempted[0].reason.find("KV blocks"), std::string::npos);
-    EXPECT_EQ(s.get(2)->num_preemptions, 1);
-    EXPECT_EQ(s.get(2)->state, Sequence::State::kWaiting);
+    EXPECT_EQ(s.get(S(2))->num_preemptions, 1);
+    EXPECT_EQ(s.get(S(2))->state, Sequence::State::kWaiting);
     EXPECT_EQ(s.total_preemptions(), 1);
     ASSERT_EQ(p.seqs.size(), 1u);
-    EXPECT_EQ(p.seqs[0].id, 1);
+    EXPECT_EQ(p.seqs[0].id, S(1));
 }
 
 TEST(Scheduler, ForkSharesBlocks) {
     kvcache::BlockManager bm(16, 4, false);
     Scheduler s(config(8, 64), bm);
-    ASSERT_TRUE(s.add(make_seq(1, 6, 4)).ok());
+    ASSERT_TRUE(s.add(make_seq(S(1), 6, 4)).ok());
     auto p = s.schedule(Clock::now());
     s.on_step_done(p);
-    s.fork(1, 2);
-    s.append_token(1, 9);
-    s.append_token(2, 10);
-    EXPECT_EQ(bm.table(1), bm.table(2));
+    s.fork(S(1), S(2));
+    s.append_token(S(1), 9);
+    s.append_token(S(2), 10);
+    EXPECT_EQ(bm.table(S(1)), bm.table(S(2)));
     p = s.schedule(Clock::now());
     ASSERT_EQ(p.seqs.size(), 2u);
     ASSERT_EQ(p.copies.size(), 1u);  // the second (shared, partial) block is copied for one of them
-    EXPECT_EQ(bm.table(1)[0], bm.table(2)[0]);
-    EXPECT_NE(bm.table(1)[1], bm.table(2)[1]);
+    EXPECT_EQ(bm.table(S(1))[0], bm.table(S(2))[0]);
+    EXPECT_NE(bm.table(S(1))[1], bm.table(S(2))[1]);
 }
 
 // Random workloads through a simulated engine: budgets hold every step, blocks are
@@ -204,7 +206,7 @@ RC_GTEST_PROP(SchedulerProperty, BudgetsConservationExactlyOnce, ()) {
     std::map<SeqId, int> ended;    // id -> times it ended
     std::map<SeqId, int> max_new;  // accepted requests
     std::map<SeqId, int> generated;
-    SeqId next = 1;
+    SeqId next{1};
     // As the engine after a forward: each sampled sequence ends at its length or gets a token.
     auto sampled = [&](const BatchPlan& p, int32_t token) {
         for (const auto& x : p.seqs) {
@@ -266,7 +268,7 @@ RC_GTEST_PROP(SchedulerProperty, BudgetsConservationExactlyOnce, ()) {
         // Blocks held, counted from the tables of every sequence the block manager knows,
         // plus the free and cached lists, make up the pool (stats().used is derived).
         std::set<int32_t> held;
-        for (SeqId id = 1; id < next; ++id) {
+        for (SeqId id{1}; id < next; ++id) {
             if (bm.has(id)) held.insert(bm.table(id).begin(), bm.table(id).end());
         }
         RC_ASSERT(st.used == int64_t(held.size()));
@@ -281,7 +283,7 @@ RC_GTEST_PROP(SchedulerProperty, BudgetsConservationExactlyOnce, ()) {
     }
     RC_ASSERT(s.running().empty());
     RC_ASSERT(s.waiting().empty());
-    for (SeqId id = 1; id < next; ++id) RC_ASSERT(ended[id] == 1);
+    for (SeqId id{1}; id < next; ++id) RC_ASSERT(ended[id] == 1);
     const auto st = bm.stats();
     RC_ASSERT(st.used == 0);
 }
