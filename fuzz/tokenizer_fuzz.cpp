@@ -32,7 +32,7 @@ void check(const pagoda::tokenizer::Tokenizer& tok, const uint8_t* data, size_t 
         std::abort();  // byte-level BPE round-trips every valid UTF-8 string
     }
     // Arbitrary ids from the input bytes, streamed.
-    IncrementalDetokenizer d(tok, true);
+    IncrementalDetokenizer d(tok, IncrementalDetokenizer::Position::kStart);
     std::string streamed;
     for (size_t i = 0; i + 1 < size; i += 2) {
         const int32_t id = int32_t((data[i] | (data[i + 1] << 8)) % uint32_t(tok.vocab().size()));

@@ -137,8 +137,8 @@ void Engine::admit(std::shared_ptr<RequestStream> stream, Request request) {
         Sample& c = r->samples[size_t(i)];
         c.sampler = std::make_unique<Sampler>(sp, i);
         if (r->req.detokenize) {
-            c.detok =
-                std::make_unique<tokenizer::IncrementalDetokenizer>(model_->tokenizer(), false);
+            c.detok = std::make_unique<tokenizer::IncrementalDetokenizer>(
+                model_->tokenizer(), tokenizer::IncrementalDetokenizer::Position::kContinuation);
             if (!sp.stop.empty()) c.stops.emplace(sp.stop);
         }
     }
@@ -298,7 +298,8 @@ void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* log
     if (c.detok) {
         std::string text = c.detok->push(tok);
         if (c.stops) {
-            StopMatcher::Result m = c.stops->push(text, past_min);
+            StopMatcher::Result m = c.stops->push(
+                text, past_min ? StopMatcher::Matching::kActive : StopMatcher::Matching::kNotYet);
             ev.text = std::move(m.text);
             if (m.stop != nullptr) {
                 c.detok.reset();  // nothing after the stop string is emitted

@@ -4,9 +4,9 @@
 
 namespace pagoda::engine {
 
-StopMatcher::Result StopMatcher::push(std::string_view text, bool can_stop) {
+StopMatcher::Result StopMatcher::push(std::string_view text, Matching matching) {
     held_ += text;
-    if (can_stop) {
+    if (matching == Matching::kActive) {
         size_t best = std::string::npos;
         const std::string* which = nullptr;
         for (const auto& s : stops_) {

@@ -17,9 +17,11 @@ class StopMatcher {
         std::string text;         // released now
         const std::string* stop;  // the stop string that matched (earliest), or nullptr
     };
-    // Adds newly decoded text. `can_stop` false (before min_tokens) holds nothing back for
-    // a match but still withholds a possible prefix.
-    Result push(std::string_view text, bool can_stop);
+    // Before min_tokens a stop string does not end the sample (kNotYet), but a possible
+    // prefix is still withheld.
+    enum class Matching { kActive, kNotYet };
+    // Adds newly decoded text.
+    Result push(std::string_view text, Matching matching);
     // The text still held back (at the end of a sample that did not stop on a string).
     std::string flush();
 

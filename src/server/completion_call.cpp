@@ -234,8 +234,7 @@ void Call::on_request_done(PromptState& p, const engine::Event& ev) {
     usage_.prompt_tokens += ev.usage.prompt_tokens;
     usage_.completion_tokens += ev.usage.completion_tokens;
     usage_.cached_tokens += ev.usage.cached_tokens;
-    const bool failed = ev.finish && *ev.finish == FinishReason::kError;
-    if (!warmup_) ctx_.metrics.record_finished(ev, p.itl, failed);
+    if (!warmup_) ctx_.metrics.record_finished(ev, p.itl);
 }
 
 json Call::usage_json() const {

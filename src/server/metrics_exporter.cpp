@@ -37,8 +37,7 @@ ServerMetrics::ServerMetrics()
       gen_tokens_(token_buckets()),
       output_({1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01}) {}
 
-void ServerMetrics::record_finished(const engine::Event& last, const std::vector<double>& itl,
-                                    bool failed) {
+void ServerMetrics::record_finished(const engine::Event& last, const std::vector<double>& itl) {
     const auto& t = last.timings;
     if (t.has_token) {
         ttft_.observe(t.ttft_seconds());
@@ -52,8 +51,7 @@ void ServerMetrics::record_finished(const engine::Event& last, const std::vector
     gen_tokens_.observe(double(last.usage.completion_tokens));
     prompt_total_ += last.usage.prompt_tokens;
     gen_total_ += last.usage.completion_tokens;
-    const int reason = last.finish ? int(*last.finish) : int(engine::FinishReason::kError);
-    ++finished_[failed ? int(engine::FinishReason::kError) : reason];
+    ++finished_[int(last.finish.value_or(engine::FinishReason::kError))];
 }
 
 void ServerMetrics::count_response(int status) {

@@ -28,8 +28,8 @@ class ServerMetrics {
   public:
     ServerMetrics();
 
-    // A request's last event (timings, usage, finish) and its inter-token gaps.
-    void record_finished(const engine::Event& last, const std::vector<double>& itl, bool failed);
+    // A request's last event (timings, usage, finish reason) and its inter-token gaps.
+    void record_finished(const engine::Event& last, const std::vector<double>& itl);
     void count_response(int status);  // by class, 1xx..5xx
     metrics::Histogram& output_seconds() { return output_; }
 

@@ -7,9 +7,9 @@ namespace {
 constexpr const char* kReplacement = "\xef\xbf\xbd";  // U+FFFD
 }
 
-IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, bool first_in_sequence)
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, Position position)
     : tok_(tok),
-      strip_space_(first_in_sequence && tok.vocab().kind == TokenizerKind::kSpm &&
+      strip_space_(position == Position::kStart && tok.vocab().kind == TokenizerKind::kSpm &&
                    tok.vocab().add_space_prefix) {}
 
 std::string IncrementalDetokenizer::push(TokenId id) {

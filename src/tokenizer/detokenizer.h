@@ -12,9 +12,10 @@ namespace pagoda::tokenizer {
 
 class IncrementalDetokenizer {
   public:
-    // `first_in_sequence`: the next token starts the text (SentencePiece prefix space is
-    // dropped); false for continuations of a prompt.
-    IncrementalDetokenizer(const Tokenizer& tok, bool first_in_sequence);
+    // kStart: the next token starts the text (SentencePiece prefix space is dropped);
+    // kContinuation: the tokens continue a prompt.
+    enum class Position { kStart, kContinuation };
+    IncrementalDetokenizer(const Tokenizer& tok, Position position);
 
     // Appends one token; returns the text that is now safe to emit (may be empty).
     std::string push(TokenId id);

@@ -169,7 +169,7 @@ TEST(Detokenizer, HoldsBackSplitCharactersAndReplacesInvalidBytes) {
     auto l = load(PAGODA_SOURCE_DIR "/models/stories260K.gguf");
     ASSERT_NE(l, nullptr);
     const auto& v = l->tok->vocab();
-    IncrementalDetokenizer d(*l->tok, false);
+    IncrementalDetokenizer d(*l->tok, IncrementalDetokenizer::Position::kContinuation);
     // "é" = C3 A9 as two byte tokens: nothing until the second arrives.
     EXPECT_EQ(d.push(v.byte_tokens[0xC3]), "");
     EXPECT_EQ(d.push(v.byte_tokens[0xA9]), "\xc3\xa9");
@@ -212,7 +212,7 @@ TEST(Tokenizer, RoundTripProperty) {
             const auto ids = tok.encode(s);
             RC_ASSERT(tok.decode(ids) == s);
             // Streaming decode gives the same text.
-            IncrementalDetokenizer d(tok, true);
+            IncrementalDetokenizer d(tok, IncrementalDetokenizer::Position::kStart);
             std::string streamed;
             for (TokenId id : ids) streamed += d.push(id);
             streamed += d.flush();
