@@ -290,7 +290,7 @@ int run_batch(engine::Engine& eng, const GenerateFlags& f, std::vector<Job> jobs
                   {"prompt_tokens", prompt_tokens},
                   {"generated_tokens", gen_tokens},
                   {"wall_s", wall},
-                  {"tokens_per_s", gen_tokens / wall},
+                  {"tokens_per_s", double(gen_tokens) / wall},
                   {"decode_tokens_per_s", decode_tps},
                   {"steps", st->steps},
                   {"step_overhead", overhead},

@@ -28,7 +28,10 @@ struct Voidify {
 
 }  // namespace pagoda::detail
 
+// Not parenthesised on purpose: the message is streamed after it with <<.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define PAGODA_CHECK(cond) \
     (cond)                 \
         ? (void)0          \
         : ::pagoda::detail::Voidify() & ::pagoda::detail::CheckFailure(__FILE__, __LINE__, #cond)
+// NOLINTEND(bugprone-macro-parentheses)

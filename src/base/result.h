@@ -72,9 +72,11 @@ inline Status ok_status() { return Ok{}; }
 
 #define PAGODA_CONCAT_INNER(a, b) a##b
 #define PAGODA_CONCAT(a, b) PAGODA_CONCAT_INNER(a, b)
-// Declare `lhs` from a Result or return its error.
+// Declare `lhs` from a Result or return its error. (`lhs` is a declaration: no parentheses.)
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define PAGODA_ASSIGN_OR_RETURN(lhs, expr)                 \
     auto PAGODA_CONCAT(pagoda_r_, __LINE__) = (expr);      \
     if (!PAGODA_CONCAT(pagoda_r_, __LINE__).ok())          \
         return PAGODA_CONCAT(pagoda_r_, __LINE__).error(); \
     lhs = std::move(PAGODA_CONCAT(pagoda_r_, __LINE__)).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -86,6 +86,8 @@ Result<GgufValue> read_value(Reader& r, GgufType type, int depth, const std::str
             break;
         }
         case GgufType::kI8: {
+            // GGUF i8 is signed: the sign extension is intended.
+            // NOLINTNEXTLINE(bugprone-signed-char-misuse)
             PAGODA_ASSIGN_OR_RETURN(v.i, r.read<int8_t>("i8 value"));
             break;
         }
