@@ -15,6 +15,7 @@ const char* error_code_name(ErrorCode code) {
         case ErrorCode::kIo: return "io";
         case ErrorCode::kOutOfRange: return "out_of_range";
         case ErrorCode::kResourceExhausted: return "resource_exhausted";
+        case ErrorCode::kConflict: return "conflict";
         case ErrorCode::kInternal: return "internal";
     }
     return "unknown";

@@ -19,6 +19,7 @@ enum class ErrorCode {
     kIo,                 // the operating system refused (open, mmap, read)
     kOutOfRange,         // e.g. prompt longer than the context
     kResourceExhausted,  // a queue or pool is full now; retrying later may succeed
+    kConflict,           // the state changed under the caller (a concurrent change won)
     kInternal,
 };
 

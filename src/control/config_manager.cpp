@@ -1,0 +1,127 @@
+#include "control/config_manager.h"
+
+#include "base/log.h"
+#include "metrics/metrics.h"
+
+namespace pagoda::control {
+
+int64_t unix_ms_now() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+Result<std::unique_ptr<ConfigManager>> ConfigManager::open(engine::Engine& engine,
+                                                           const ConfigManagerOptions& opts) {
+    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<StateDb> db, StateDb::open(opts.state_dir));
+    std::unique_ptr<ConfigManager> m(new ConfigManager(engine, std::move(db), opts));
+    PAGODA_ASSIGN_OR_RETURN(std::optional<ConfigVersion> last, m->store_.latest());
+    const EngineSettings running = EngineSettings::of(engine);
+    if (last && last->value == running) {
+        m->current_ = *last;
+    } else {
+        const char* reason = last ? "started with settings that differ from the last version"
+                                  : "first start with this state directory";
+        PAGODA_ASSIGN_OR_RETURN(m->current_,
+                                m->store_.append(running, "startup", reason, unix_ms_now()));
+    }
+    log_info("config_version id={} source={} state_db={}", m->current_.id, m->current_.source,
+             m->db_->path());
+    return m;
+}
+
+ConfigVersion ConfigManager::current() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_;
+}
+
+Result<std::vector<ConfigVersion>> ConfigManager::history(int limit) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return store_.history(limit);
+}
+
+Result<ConfigVersion> ConfigManager::commit(const EngineSettings& next, const std::string& source,
+                                            const std::string& reason) {
+    if (!(next.layout == current_.value.layout)) {
+        return make_error(ErrorCode::kUnsupported,
+                          "changing block_size, kv_cache_dtype or kv_cache_memory on a running "
+                          "replica needs the KV re-layout, which is not available yet; restart "
+                          "with the new flags (the restart is recorded as a version)");
+    }
+    PAGODA_TRY(engine_.set_knobs(next.knobs));
+    PAGODA_ASSIGN_OR_RETURN(ConfigVersion v, store_.append(next, source, reason, unix_ms_now()));
+    log_info("config_changed id={} source={} reason=\"{}\" diff={}", v.id, source, reason,
+             v.diff.dump());
+    current_ = v;
+    ++changes_by_source_[source];
+    return v;
+}
+
+Result<ConfigVersion> ConfigManager::change(const ChangeRequest& req) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (req.base_version && *req.base_version != current_.id) {
+        return make_error(ErrorCode::kConflict,
+                          "the change was based on version {} but version {} is current; read it "
+                          "and retry",
+                          *req.base_version, current_.id);
+    }
+    PAGODA_ASSIGN_OR_RETURN(EngineSettings next, apply_patch(current_.value, req.patch));
+    return commit(next, req.source, req.reason.empty() ? "admin change" : req.reason);
+}
+
+Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to, const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::optional<ConfigVersion> target;
+    if (to) {
+        PAGODA_ASSIGN_OR_RETURN(target, store_.get(*to));
+        if (!target) {
+            return make_error(ErrorCode::kNotFound, "there is no config version {} (current: {})",
+                              *to, current_.id);
+        }
+    } else {
+        PAGODA_ASSIGN_OR_RETURN(target, store_.last_stable(current_.id));
+        if (!target) {
+            return make_error(ErrorCode::kNotFound,
+                              "no stable version to roll back to (a version turns stable after "
+                              "serving --stable-window); name one with {{\"to\": ID}}");
+        }
+    }
+    const std::string why =
+        fmt::format("rollback to version {}{}{}", target->id, reason.empty() ? "" : ": ", reason);
+    PAGODA_ASSIGN_OR_RETURN(ConfigVersion v, commit(target->value, "rollback", why));
+    ++rollbacks_by_reason_[reason.empty() ? "manual" : reason];
+    return v;
+}
+
+Status ConfigManager::tick(int64_t now_ms) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (current_.stable_at_ms) return ok_status();
+    const int64_t window_ms = int64_t(opts_.stable_window.count()) * 1000;
+    if (now_ms - current_.created_at_ms < window_ms) return ok_status();
+    PAGODA_TRY(store_.mark_stable(current_.id, now_ms));
+    current_.stable_at_ms = now_ms;
+    log_info("config_stable id={}", current_.id);
+    return ok_status();
+}
+
+std::string ConfigManager::metrics_text(const std::string& model_name) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics::TextWriter w;
+    const metrics::Labels model = {{"model_name", model_name}};
+    w.family("pagoda_config_version", "gauge", "Id of the running configuration version.");
+    w.sample("pagoda_config_version", model, double(current_.id));
+    w.family("pagoda_config_changes_total", "counter",
+             "Configuration changes applied since start, by source.");
+    for (const auto& [source, n] : changes_by_source_) {
+        w.sample("pagoda_config_changes_total", {{"model_name", model_name}, {"source", source}},
+                 double(n));
+    }
+    w.family("pagoda_config_rollbacks_total", "counter", "Configuration rollbacks, by reason.");
+    for (const auto& [reason, n] : rollbacks_by_reason_) {
+        w.sample("pagoda_config_rollbacks_total", {{"model_name", model_name}, {"reason", reason}},
+                 double(n));
+    }
+    return w.text();
+}
+
+}  // namespace pagoda::control

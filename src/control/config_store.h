@@ -1,0 +1,48 @@
+#pragma once
+// ConfigStore: the versions of a replica's EngineSettings in the state database. Every
+// change appends a version (id, time, source, reason, full value, diff); a version turns
+// stable after serving a stable window without OOM risk; rollback targets are stable
+// versions. Not thread-safe (ConfigManager serialises).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "control/engine_settings.h"
+#include "control/state_db.h"
+
+namespace pagoda::control {
+
+struct ConfigVersion {
+    int64_t id = 0;
+    int64_t created_at_ms = 0;  // Unix time
+    std::string source;         // startup, admin_api, rollback, ...
+    std::string reason;
+    EngineSettings value;
+    json diff;                          // against the version before it
+    std::optional<int64_t> stable_at_ms;  // set once stable
+
+    json to_json() const;
+};
+
+class ConfigStore {
+  public:
+    explicit ConfigStore(StateDb& db) : db_(db) {}
+
+    Result<ConfigVersion> append(const EngineSettings& value, const std::string& source,
+                                 const std::string& reason, int64_t now_ms);
+    Result<std::optional<ConfigVersion>> latest();
+    Result<std::optional<ConfigVersion>> get(int64_t id);
+    // Newest first, at most `limit`.
+    Result<std::vector<ConfigVersion>> history(int limit);
+    Status mark_stable(int64_t id, int64_t now_ms);
+    // The newest stable version other than `except` (the one running), if any.
+    Result<std::optional<ConfigVersion>> last_stable(int64_t except);
+
+  private:
+    StateDb& db_;
+};
+
+}  // namespace pagoda::control

@@ -1,0 +1,35 @@
+#pragma once
+// StateDb: the one SQLite file of a replica's control state (`pagoda.db` in the state
+// directory: --state-dir, else $XDG_STATE_HOME/pagoda, else ~/.local/state/pagoda). Opens or
+// creates it, applies the schema, and turns SQLite's failures (corrupt file, locked by
+// another process, unwritable directory) into errors that name the file and what to do.
+// Not thread-safe: its owner serialises access.
+
+#include <memory>
+#include <string>
+
+#include "base/result.h"
+
+namespace SQLite {
+class Database;
+}
+
+namespace pagoda::control {
+
+// $XDG_STATE_HOME/pagoda, else $HOME/.local/state/pagoda.
+std::string default_state_dir();
+
+class StateDb {
+  public:
+    ~StateDb();
+    static Result<std::unique_ptr<StateDb>> open(const std::string& state_dir);
+    SQLite::Database& db() { return *db_; }
+    const std::string& path() const { return path_; }
+
+  private:
+    StateDb() = default;
+    std::unique_ptr<SQLite::Database> db_;
+    std::string path_;
+};
+
+}  // namespace pagoda::control
