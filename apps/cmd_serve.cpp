@@ -4,12 +4,14 @@
 #include <CLI/CLI.hpp>
 #include <condition_variable>
 #include <csignal>
+#include <cstdlib>
 #include <ctime>
 #include <mutex>
 #include <thread>
 
 #include "apps/cli_common.h"
 #include "apps/commands.h"
+#include "apps/config_admin.h"
 #include "apps/engine_flags.h"
 #include "base/log.h"
 #include "engine/engine.h"
@@ -27,6 +29,9 @@ struct ServeFlags {
     std::string host = "127.0.0.1";
     int port = 8000;
     std::vector<std::string> api_keys;
+    std::vector<std::string> admin_api_keys;
+    std::string state_dir;  // empty: control::default_state_dir()
+    int stable_window_s = 600;
     std::string served_model_name;
     int shutdown_timeout = 30;
     bool vllm_metrics = true;
@@ -174,6 +179,15 @@ int run_serve(const ServeFlags& f) {
             sc.served_model_name = sc.served_model_name.substr(slash + 1);
     }
     sc.api_keys = f.api_keys;
+    sc.admin_api_keys = f.admin_api_keys;
+    if (const char* k = std::getenv("PAGODA_ADMIN_API_KEY"); k != nullptr && *k != '\0') {
+        sc.admin_api_keys.emplace_back(k);
+    }
+    auto cm = control::ConfigManager::open(
+        **eng, {.state_dir = f.state_dir.empty() ? control::default_state_dir() : f.state_dir,
+                .stable_window = std::chrono::seconds(f.stable_window_s)});
+    if (!cm.ok()) return fail(cm.error());
+    sc.config_admin = make_config_admin(std::move(cm).value());
     sc.vllm_metrics = f.vllm_metrics;
     std::atomic<http::Server*> server_ptr{nullptr};
     sc.open_connections = [&server_ptr] {
@@ -239,7 +253,19 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
         ->capture_default_str()
         ->check(CLI::Range(0, 65535));
     c->add_option("--api-key", f->api_keys,
-                  "Require 'Authorization: Bearer KEY' on /v1 routes (repeatable)");
+                  "Require 'Authorization: Bearer KEY' on /v1 and /tokenize routes (repeatable)");
+    c->add_option("--admin-api-key", f->admin_api_keys,
+                  "Require 'Authorization: Bearer KEY' on /admin/* (repeatable; also "
+                  "PAGODA_ADMIN_API_KEY). Without one, /admin/* answers only on loopback; "
+                  "--api-key keys never open it");
+    c->add_option("--state-dir", f->state_dir,
+                  "Directory of the control state (pagoda.db: config versions; default "
+                  "$XDG_STATE_HOME/pagoda, else ~/.local/state/pagoda)");
+    c->add_option("--stable-window", f->stable_window_s,
+                  "Seconds a config version must serve before it counts as stable (a rollback "
+                  "target)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 7 * 86400));
     c->add_option("--served-model-name", f->served_model_name,
                   "Model name in the API (default: the file name)");
     c->add_option("--shutdown-timeout", f->shutdown_timeout,

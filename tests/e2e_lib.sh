@@ -4,6 +4,8 @@
 # at an ephemeral port, waiting for /ready; sets PORT and SPID. Servers die at exit.
 MODEL=${MODEL:-$SRC/models/stories260K.gguf}
 TMP=$(mktemp -d)
+# Control state (pagoda.db) of every server a test starts stays in its TMP.
+export XDG_STATE_HOME="$TMP/state"
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do { kill -9 "$p" && wait "$p"; } 2>/dev/null; done

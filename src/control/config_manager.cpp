@@ -69,7 +69,8 @@ Result<ConfigVersion> ConfigManager::change(const ChangeRequest& req) {
     return commit(next, req.source, req.reason.empty() ? "admin change" : req.reason);
 }
 
-Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to, const std::string& reason) {
+Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to,
+                                              const std::string& reason) {
     std::lock_guard<std::mutex> lock(mu_);
     std::optional<ConfigVersion> target;
     if (to) {

@@ -19,12 +19,12 @@
 namespace pagoda::control {
 
 struct ConfigManagerOptions {
-    std::string state_dir;                   // where pagoda.db lives
+    std::string state_dir;                    // where pagoda.db lives
     std::chrono::seconds stable_window{600};  // --stable-window
 };
 
 struct ChangeRequest {
-    json patch;                            // partial settings
+    json patch;  // partial settings
     std::string source = "admin_api";
     std::string reason;
     std::optional<int64_t> base_version;  // optimistic concurrency: fail if not current
@@ -62,8 +62,8 @@ class ConfigManager {
     ConfigStore store_;
     ConfigManagerOptions opts_;
     mutable std::mutex mu_;
-    ConfigVersion current_;                          // guarded by mu_
-    std::map<std::string, int64_t> changes_by_source_;  // guarded by mu_
+    ConfigVersion current_;                               // guarded by mu_
+    std::map<std::string, int64_t> changes_by_source_;    // guarded by mu_
     std::map<std::string, int64_t> rollbacks_by_reason_;  // guarded by mu_
 };
 

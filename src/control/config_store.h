@@ -21,7 +21,7 @@ struct ConfigVersion {
     std::string source;         // startup, admin_api, rollback, ...
     std::string reason;
     EngineSettings value;
-    json diff;                          // against the version before it
+    json diff;                            // against the version before it
     std::optional<int64_t> stable_at_ms;  // set once stable
 
     json to_json() const;

@@ -125,7 +125,8 @@ ChangeRequest req(json patch, std::optional<int64_t> base = std::nullopt, std::s
 TEST(ConfigManager, ChangesApplyRecordConflictAndRollBack) {
     const std::string dir = fresh_dir("manager");
     auto eng = small_engine();
-    auto m = ConfigManager::open(*eng, {.state_dir = dir, .stable_window = std::chrono::seconds(10)});
+    auto m =
+        ConfigManager::open(*eng, {.state_dir = dir, .stable_window = std::chrono::seconds(10)});
     ASSERT_TRUE(m.ok()) << m.error().message;
     ConfigManager& cm = **m;
     const int64_t v1 = cm.current().id;
@@ -161,8 +162,7 @@ TEST(ConfigManager, ChangesApplyRecordConflictAndRollBack) {
     ASSERT_TRUE(to_v1.ok());
     EXPECT_EQ(eng->knobs().max_num_seqs, 256);
     const std::string text = cm.metrics_text("m");
-    EXPECT_NE(text.find("pagoda_config_version{model_name=\"m\"} " +
-                        std::to_string(to_v1->id)),
+    EXPECT_NE(text.find("pagoda_config_version{model_name=\"m\"} " + std::to_string(to_v1->id)),
               std::string::npos)
         << text;
     EXPECT_NE(text.find("pagoda_config_rollbacks_total{model_name=\"m\",reason=\"p99\"} 1"),

@@ -18,7 +18,8 @@ struct IntKey {
 
 const std::vector<IntKey>& int_keys() {
     static const std::vector<IntKey> keys = {
-        {"max_num_seqs", 1, 65536, [](const EngineSettings& s) { return int64_t(s.knobs.max_num_seqs); },
+        {"max_num_seqs", 1, 65536,
+         [](const EngineSettings& s) { return int64_t(s.knobs.max_num_seqs); },
          [](EngineSettings& s, int64_t v) { s.knobs.max_num_seqs = int(v); }},
         {"max_num_batched_tokens", 1, 1 << 20,
          [](const EngineSettings& s) { return int64_t(s.knobs.max_num_batched_tokens); },

@@ -1,8 +1,8 @@
 #include "control/state_db.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
-#include <sqlite3.h>
 #include <fmt/core.h>
+#include <sqlite3.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -16,11 +16,11 @@ const char* const kSchema[] = {
     "CREATE TABLE config_versions ("
     " id INTEGER PRIMARY KEY,"
     " created_at_ms INTEGER NOT NULL,"
-    " source TEXT NOT NULL,"     // startup, admin_api, rollback, policy:<name>, guard
+    " source TEXT NOT NULL,"  // startup, admin_api, rollback, policy:<name>, guard
     " reason TEXT NOT NULL,"
-    " value TEXT NOT NULL,"      // EngineSettings as JSON
-    " diff TEXT NOT NULL,"       // against the version before it
-    " stable_at_ms INTEGER)",    // NULL until it served a stable window without OOM risk
+    " value TEXT NOT NULL,"    // EngineSettings as JSON
+    " diff TEXT NOT NULL,"     // against the version before it
+    " stable_at_ms INTEGER)",  // NULL until it served a stable window without OOM risk
 };
 
 }  // namespace

@@ -1,8 +1,10 @@
-// /admin/*: drain and the runtime knobs. Separate from inference routes so the control plane
-// can grow here (versions, rollback) without touching the OpenAI mapping.
+// /admin/*: drain, the runtime knobs, and the versioned configuration (/admin/config, through
+// the ConfigAdmin interface that apps/ wires to control/). Separate from inference routes;
+// OpenAiServer::route checks the admin key (or loopback) before any of these run.
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "base/log.h"
 #include "server/api_error.h"
@@ -51,10 +53,63 @@ std::optional<http::Reply> apply_knobs_json(const json& j, engine::RuntimeKnobs&
     return std::nullopt;
 }
 
+std::optional<int64_t> if_match(const http::Request& req) {
+    std::string v(req.header("if-match"));
+    std::erase(v, '"');
+    if (v.empty()) return std::nullopt;
+    char* end = nullptr;
+    const long long id = std::strtoll(v.c_str(), &end, 10);
+    if (end == v.c_str() || *end != '\0') return std::nullopt;
+    return int64_t(id);
+}
+
+http::Reply from_admin(const AdminReply& r) { return reply(json_response(r.status, r.body)); }
+
 }  // namespace
+
+// /admin/config: GET (current), PUT (partial value; If-Match: VERSION for optimistic
+// concurrency), GET /admin/config/history?limit=N, POST /admin/config/rollback {"to": ID}.
+http::Reply OpenAiServer::admin_config(const http::Request& req) {
+    ConfigAdmin& c = *cfg_.config_admin;
+    const std::string& p = req.path;
+    const bool get = req.method == "GET";
+    if (p == "/admin/config" && get) return from_admin(c.get());
+    if (p == "/admin/config/history" && get) {
+        int limit = 50;
+        const size_t q = req.target.find("limit=");
+        if (q != std::string::npos) limit = std::atoi(req.target.c_str() + q + 6);
+        if (limit < 1 || limit > 10000) {
+            return bad_request("'limit' must be an integer in [1, 10000]", "limit");
+        }
+        return from_admin(c.history(limit));
+    }
+    http::Response err;
+    auto j = parse_body(req, err);
+    if (!j) return reply(err);
+    std::string reason;
+    if (auto it = j->find("reason"); it != j->end() && it->is_string()) reason = *it;
+    if (p == "/admin/config" && req.method == "PUT") {
+        json patch = *j;
+        patch.erase("reason");
+        return from_admin(c.put(patch, if_match(req), reason));
+    }
+    if (p == "/admin/config/rollback" && req.method == "POST") {
+        std::optional<int64_t> to;
+        if (auto it = j->find("to"); it != j->end() && !it->is_null()) {
+            if (!it->is_number_integer()) {
+                return bad_request("'to' must be a version id (an integer)", "to");
+            }
+            to = it->get<int64_t>();
+        }
+        return from_admin(c.rollback(to, reason));
+    }
+    return reply(
+        api_error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
+}
 
 http::Reply OpenAiServer::admin(const http::Request& req) {
     const std::string& p = req.path;
+    if (cfg_.config_admin && p.rfind("/admin/config", 0) == 0) return admin_config(req);
     if (p == "/admin/drain" && req.method == "POST") {
         start_drain();
         log_info("drain_requested via=http remote={} in_flight={}", req.remote, in_flight());
@@ -67,6 +122,11 @@ http::Reply OpenAiServer::admin(const http::Request& req) {
         http::Response err;
         auto j = parse_body(req, err);
         if (!j) return reply(err);
+        if (cfg_.config_admin) {  // an alias of PUT /admin/config: versioned
+            const AdminReply r = cfg_.config_admin->put(*j, std::nullopt, "PUT /admin/knobs");
+            if (r.status != 200) return from_admin(r);
+            return reply(json_response(200, knobs_json(engine_.knobs())));
+        }
         engine::RuntimeKnobs k = engine_.knobs();
         if (auto bad = apply_knobs_json(*j, k)) return *bad;
         if (Status st = engine_.set_knobs(k); !st.ok()) return bad_request(st.error().message);

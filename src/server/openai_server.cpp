@@ -29,14 +29,27 @@ bool equal_constant_time(std::string_view a, std::string_view b) {
 OpenAiServer::OpenAiServer(engine::Engine& engine, ServerConfig cfg)
     : engine_(engine), cfg_(std::move(cfg)), created_(unix_now()) {}
 
-bool OpenAiServer::authorized(const http::Request& req) const {
-    if (cfg_.api_keys.empty()) return true;
+bool bearer_matches(const http::Request& req, const std::vector<std::string>& keys) {
     const std::string_view h = req.header("authorization");
     if (h.substr(0, 7) != "Bearer ") return false;
     const std::string_view key = h.substr(7);
     bool ok = false;
-    for (const auto& k : cfg_.api_keys) ok |= equal_constant_time(key, k);
+    for (const auto& k : keys) ok |= equal_constant_time(key, k);
     return ok;
+}
+
+bool is_loopback(const std::string& remote) {
+    return remote.rfind("127.", 0) == 0 || remote.rfind("::1", 0) == 0 ||
+           remote.rfind("::ffff:127.", 0) == 0;
+}
+
+bool OpenAiServer::authorized(const http::Request& req) const {
+    return cfg_.api_keys.empty() || bearer_matches(req, cfg_.api_keys);
+}
+
+bool OpenAiServer::admin_authorized(const http::Request& req) const {
+    if (cfg_.admin_api_keys.empty()) return is_loopback(req.remote);
+    return bearer_matches(req, cfg_.admin_api_keys);
 }
 
 http::Reply OpenAiServer::handle(const http::Request& req, Origin origin) {
@@ -56,8 +69,16 @@ http::Reply OpenAiServer::route(const http::Request& req, Origin origin) {
         m.body = metrics_text();
         return reply(std::move(m));
     }
-    const bool api = p.rfind("/v1/", 0) == 0 || p == "/tokenize" || p == "/detokenize" ||
-                     p.rfind("/admin/", 0) == 0;
+    if (p.rfind("/admin/", 0) == 0) {
+        if (admin_authorized(req)) return admin(req);
+        return reply(
+            api_error(401,
+                      cfg_.admin_api_keys.empty()
+                          ? "admin routes answer only on loopback unless --admin-api-key is set"
+                          : "missing or wrong admin key: send 'Authorization: Bearer <admin key>'",
+                      "authentication_error"));
+    }
+    const bool api = p.rfind("/v1/", 0) == 0 || p == "/tokenize" || p == "/detokenize";
     if (api && !authorized(req)) {
         return reply(api_error(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
                                "authentication_error"));
@@ -69,7 +90,6 @@ http::Reply OpenAiServer::route(const http::Request& req, Origin origin) {
     }
     if (p == "/tokenize" && post) return tokenize(req, engine_);
     if (p == "/detokenize" && post) return detokenize(req, engine_);
-    if (p.rfind("/admin/", 0) == 0) return admin(req);
     return reply(
         api_error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
 }
@@ -113,11 +133,13 @@ http::Reply OpenAiServer::models() const {
 }
 
 std::string OpenAiServer::metrics_text() const {
-    return metrics_.text({.engine = engine_,
-                          .model_name = cfg_.served_model_name,
-                          .ready = ready(),
-                          .vllm_names = cfg_.vllm_metrics,
-                          .open_connections = cfg_.open_connections});
+    std::string text = metrics_.text({.engine = engine_,
+                                      .model_name = cfg_.served_model_name,
+                                      .ready = ready(),
+                                      .vllm_names = cfg_.vllm_metrics,
+                                      .open_connections = cfg_.open_connections});
+    if (cfg_.config_admin) text += cfg_.config_admin->metrics_text(cfg_.served_model_name);
+    return text;
 }
 
 }  // namespace pagoda::server

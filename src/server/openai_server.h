@@ -14,13 +14,18 @@
 #include "engine/engine.h"
 #include "http/server.h"
 #include "server/completion_call.h"
+#include "server/config_admin.h"
 #include "server/metrics_exporter.h"
 
 namespace pagoda::server {
 
 struct ServerConfig {
-    std::string served_model_name;           // what /v1/models lists and requests may name
-    std::vector<std::string> api_keys;       // empty: no authentication
+    std::string served_model_name;      // what /v1/models lists and requests may name
+    std::vector<std::string> api_keys;  // empty: no authentication (inference routes)
+    // Keys for /admin/*; empty: admin routes answer only on loopback. Inference keys never
+    // open them.
+    std::vector<std::string> admin_api_keys;
+    std::shared_ptr<ConfigAdmin> config_admin;  // live configuration; null: knobs only
     std::chrono::seconds stall_timeout{30};  // /health turns 503 when the loop is silent this long
     std::function<int64_t()> open_connections;  // from the HTTP server, for /metrics
     // Also publish the vllm:* names gateways and autoscalers read. Off for scrapers or
@@ -51,7 +56,9 @@ class OpenAiServer {
     http::Reply readiness() const;
     http::Reply models() const;
     http::Reply admin(const http::Request& req);  // admin_routes.cpp
+    http::Reply admin_config(const http::Request& req);
     bool authorized(const http::Request& req) const;
+    bool admin_authorized(const http::Request& req) const;
 
     engine::Engine& engine_;
     ServerConfig cfg_;

@@ -1,0 +1,106 @@
+#include "apps/config_admin.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "base/log.h"
+
+namespace pagoda::app {
+
+namespace {
+
+using server::AdminReply;
+
+int status_of(ErrorCode code) {
+    switch (code) {
+        case ErrorCode::kInvalidArgument:
+        case ErrorCode::kOutOfRange: return 400;
+        case ErrorCode::kNotFound: return 404;
+        case ErrorCode::kConflict: return 409;
+        case ErrorCode::kUnsupported: return 501;
+        default: return 500;
+    }
+}
+
+AdminReply failure(const Error& e, const control::ConfigVersion& current) {
+    const int status = status_of(e.code);
+    const char* type = status == 409   ? "conflict_error"
+                       : status == 404 ? "not_found_error"
+                       : status < 500  ? "invalid_request_error"
+                                       : "server_error";
+    nlohmann::json err = {{"message", e.message}, {"type", type}, {"param", nullptr},
+                          {"code", status}};
+    return {status, {{"error", err}, {"current_version", current.id}}};
+}
+
+class Admin : public server::ConfigAdmin {
+  public:
+    explicit Admin(std::unique_ptr<control::ConfigManager> m) : m_(std::move(m)) {
+        ticker_ = std::thread([this] { tick_loop(); });
+    }
+    ~Admin() override {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        ticker_.join();
+    }
+
+    AdminReply get() override { return {200, m_->current().to_json()}; }
+
+    AdminReply history(int limit) override {
+        auto h = m_->history(limit);
+        if (!h.ok()) return failure(h.error(), m_->current());
+        nlohmann::json versions = nlohmann::json::array();
+        for (const auto& v : *h) versions.push_back(v.to_json());
+        return {200, {{"current_version", m_->current().id}, {"versions", versions}}};
+    }
+
+    AdminReply put(const nlohmann::json& patch, std::optional<int64_t> base,
+                   const std::string& reason) override {
+        control::ChangeRequest r;
+        r.patch = patch;
+        r.base_version = base;
+        r.reason = reason;
+        auto v = m_->change(r);
+        if (!v.ok()) return failure(v.error(), m_->current());
+        return {200, v->to_json()};
+    }
+
+    AdminReply rollback(std::optional<int64_t> to, const std::string& reason) override {
+        auto v = m_->rollback(to, reason);
+        if (!v.ok()) return failure(v.error(), m_->current());
+        return {200, v->to_json()};
+    }
+
+    std::string metrics_text(const std::string& model_name) override {
+        return m_->metrics_text(model_name);
+    }
+
+  private:
+    void tick_loop() {
+        std::unique_lock<std::mutex> lock(mu_);
+        while (!cv_.wait_for(lock, std::chrono::seconds(5), [this] { return stop_; })) {
+            if (Status st = m_->tick(control::unix_ms_now()); !st.ok()) {
+                log_warn("config_tick_failed error=\"{}\"", st.error().message);
+            }
+        }
+    }
+
+    std::unique_ptr<control::ConfigManager> m_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool stop_ = false;  // guarded by mu_
+    std::thread ticker_;
+};
+
+}  // namespace
+
+std::shared_ptr<server::ConfigAdmin> make_config_admin(
+    std::unique_ptr<control::ConfigManager> manager) {
+    return std::make_shared<Admin>(std::move(manager));
+}
+
+}  // namespace pagoda::app

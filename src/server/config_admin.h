@@ -1,0 +1,30 @@
+#pragma once
+// ConfigAdmin: what the admin routes need of the live configuration (control/), as an
+// interface so that server/ and control/ (both level 5) do not include each other; apps/
+// wires control::ConfigManager to it. Implementations are thread-safe.
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace pagoda::server {
+
+struct AdminReply {
+    int status = 200;
+    nlohmann::json body;  // the answer, or OpenAI's error shape on failure
+};
+
+class ConfigAdmin {
+  public:
+    virtual ~ConfigAdmin() = default;
+    virtual AdminReply get() = 0;                // current version and value
+    virtual AdminReply history(int limit) = 0;  // newest first
+    // A partial value; `base_version` (If-Match) makes a concurrent change a 409.
+    virtual AdminReply put(const nlohmann::json& patch, std::optional<int64_t> base_version,
+                           const std::string& reason) = 0;
+    // To `to`, or to the last stable version.
+    virtual AdminReply rollback(std::optional<int64_t> to, const std::string& reason) = 0;
+    virtual std::string metrics_text(const std::string& model_name) = 0;
+};
+
+}  // namespace pagoda::server
