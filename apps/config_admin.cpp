@@ -29,8 +29,8 @@ AdminReply failure(const Error& e, const control::ConfigVersion& current) {
                        : status == 404 ? "not_found_error"
                        : status < 500  ? "invalid_request_error"
                                        : "server_error";
-    nlohmann::json err = {{"message", e.message}, {"type", type}, {"param", nullptr},
-                          {"code", status}};
+    nlohmann::json err = {
+        {"message", e.message}, {"type", type}, {"param", nullptr}, {"code", status}};
     return {status, {{"error", err}, {"current_version", current.id}}};
 }
 

@@ -38,7 +38,6 @@ expect_in "lists the known keys" "unknown setting 'max_num_sequences' (known: ma
 expect_eq "wrong type is 400" "$(req PUT /admin/config '{"max_num_seqs": "many"}')" "400"
 expect_eq "unsupported block size is 400" "$(req PUT /admin/config '{"block_size": 24}')" "400"
 expect_in "names the allowed sizes" "allowed: 8, 16, 32, 48, 64, 128" "$TMP/body"
-expect_eq "live re-layout not yet: 501" "$(req PUT /admin/config '{"block_size": 32}')" "501"
 expect_eq "still version 2" "$(req GET /admin/config >/dev/null; jq_ '(d["id"], d["value"]["max_num_seqs"])' <"$TMP/body")" "(2, 8)"
 
 # 4. Optimistic concurrency: a change based on an old version is a 409 with the current one.
@@ -59,37 +58,51 @@ expect_eq "rollback to 1" "$(req POST /admin/config/rollback '{"to": 1, "reason"
 expect_eq "rollback is version 5 with 1's value" "$(jq_ '(d["id"], d["source"], d["value"]["max_num_seqs"], d["value"]["max_num_batched_tokens"])' <"$TMP/body")" "(5, 'rollback', 256, 2048)"
 expect_eq "engine back to version 1's knobs" "$(curl -s "$(URL /admin/knobs)" | jq_ '(d["max_num_seqs"], d["max_num_batched_tokens"])')" "(256, 2048)"
 
-# 7. Requests still complete after all that.
+# 7. KV re-layout under load: 64 streams while the block size walks 16 -> 48 -> 8 -> 32.
+python3 "$SRC/tests/e2e/relayout_under_load.py" "$PORT" inference-key >"$TMP/relayout.out" 2>&1 && ok "re-layout under load" || bad "re-layout under load" "$(grep -A1 FAIL "$TMP/relayout.out" | head -8)"
+grep -q 'kv_relayout block_size=32' "$TMP/c1.log" && ok "re-layout logged with its pause" || bad "re-layout log" "$(grep kv_relayout "$TMP/c1.log")"
+# A pool that cannot be allocated is refused; the old one keeps serving.
+expect_eq "unallocatable pool is refused" "$(req PUT /admin/config '{"kv_cache_memory": 17592186044416}')" "400"
+expect_in "refusal says the old pool serves" "the old pool keeps serving" "$TMP/body"
+expect_eq "block size unchanged after the refusal" "$(req GET /admin/config >/dev/null; jq_ 'd["value"]["block_size"]' <"$TMP/body")" "32"
+
+# 8. Requests still complete after all that.
 expect_eq "completion after changes" "$(req POST /v1/completions '{"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}' -H 'Authorization: Bearer inference-key')" "200"
 
-# 8. Metrics.
+# 9. Metrics.
 curl -s "$(URL /metrics)" >"$TMP/metrics"
-expect_in "pagoda_config_version" 'pagoda_config_version{model_name="stories260K.gguf"} 5' "$TMP/metrics"
-expect_in "changes by source" 'pagoda_config_changes_total{model_name="stories260K.gguf",source="admin_api"} 3' "$TMP/metrics"
+expect_in "pagoda_config_version" 'pagoda_config_version{model_name="stories260K.gguf"} 8' "$TMP/metrics"
+expect_in "changes by source" 'pagoda_config_changes_total{model_name="stories260K.gguf",source="admin_api"} 6' "$TMP/metrics"
+expect_in "refusals counted" 'pagoda_config_refusals_total{model_name="stories260K.gguf"} 1' "$TMP/metrics"
+expect_in "re-layout pause published" 'pagoda_kv_relayout_pause_seconds{model_name="stories260K.gguf"}' "$TMP/metrics"
 expect_in "rollbacks by reason" 'pagoda_config_rollbacks_total{model_name="stories260K.gguf",reason="test"} 1' "$TMP/metrics"
 if command -v promtool >/dev/null; then
     grep -v '^vllm:\|^# [A-Z]* vllm:' "$TMP/metrics" >"$TMP/metrics.native"
     promtool check metrics <"$TMP/metrics.native" >"$TMP/promtool.out" 2>&1 && ok "promtool passes the config families" || bad "promtool" "$(head -5 "$TMP/promtool.out")"
 fi
 
-# 9. Restart with the same flags: history continues, no new version.
+# 10. Restart: the history continues. The flags (block size 16) differ from the last
+# version (32 after the re-layouts), so the start is recorded as a version; the flags win.
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 start_server "$TMP/c2.log" --state-dir "$STATE" --api-key inference-key || exit 1
-expect_eq "history survives a restart" "$(req GET '/admin/config/history?limit=100' >/dev/null; jq_ '(d["current_version"], len(d["versions"]))' <"$TMP/body")" "(5, 5)"
+expect_eq "history survives a restart" "$(req GET '/admin/config/history?limit=100' >/dev/null; jq_ '(d["current_version"], len(d["versions"]), d["versions"][0]["source"], d["versions"][0]["diff"]["block_size"])' <"$TMP/body")" "(9, 9, 'startup', {'from': 32, 'to': 16})"
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+start_server "$TMP/c2b.log" --state-dir "$STATE" --api-key inference-key || exit 1
+expect_eq "the same flags again: no new version" "$(req GET /admin/config >/dev/null; jq_ 'd["id"]' <"$TMP/body")" "9"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 # ... with other flags: recorded as a startup version.
 start_server "$TMP/c3.log" --state-dir "$STATE" --max-num-seqs 32 || exit 1
-expect_eq "other flags are a new version" "$(req GET /admin/config >/dev/null; jq_ '(d["id"], d["source"], d["diff"]["max_num_seqs"]["to"])' <"$TMP/body")" "(6, 'startup', 32)"
+expect_eq "other flags are a new version" "$(req GET /admin/config >/dev/null; jq_ '(d["id"], d["source"], d["diff"]["max_num_seqs"]["to"])' <"$TMP/body")" "(10, 'startup', 32)"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
-# 10. The admin key: inference keys never open /admin.
+# 11. The admin key: inference keys never open /admin.
 start_server "$TMP/c4.log" --state-dir "$TMP/other-state" --api-key inference-key --admin-api-key admin-key || exit 1
 expect_eq "no key: 401" "$(req GET /admin/config)" "401"
 expect_eq "inference key: 401" "$(req GET /admin/config '' -H 'Authorization: Bearer inference-key')" "401"
 expect_eq "admin key: 200" "$(req GET /admin/config '' -H 'Authorization: Bearer admin-key')" "200"
 expect_eq "admin key does not open /v1" "$(req POST /v1/completions '{"prompt": "x", "max_tokens": 1}' -H 'Authorization: Bearer admin-key')" "401"
 
-# 11. A corrupt state database: a clear error and a non-zero exit.
+# 12. A corrupt state database: a clear error and a non-zero exit.
 mkdir -p "$TMP/bad-state" && head -c 4096 /dev/urandom >"$TMP/bad-state/pagoda.db"
 "$BIN" serve -m "$MODEL" --port 0 --state-dir "$TMP/bad-state" 2>"$TMP/bad.log" &
 bpid=$!

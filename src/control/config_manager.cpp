@@ -42,11 +42,21 @@ Result<std::vector<ConfigVersion>> ConfigManager::history(int limit) {
 
 Result<ConfigVersion> ConfigManager::commit(const EngineSettings& next, const std::string& source,
                                             const std::string& reason) {
+    PAGODA_TRY(engine_.check_knobs(next.knobs));
     if (!(next.layout == current_.value.layout)) {
-        return make_error(ErrorCode::kUnsupported,
-                          "changing block_size, kv_cache_dtype or kv_cache_memory on a running "
-                          "replica needs the KV re-layout, which is not available yet; restart "
-                          "with the new flags (the restart is recorded as a version)");
+        kvcache::KvCacheConfig kv = engine_.kv_config();
+        kv.block_size = next.layout.block_size;
+        kv.dtype = next.layout.kv_cache_dtype;
+        kv.memory_bytes = next.layout.kv_cache_memory_bytes;
+        kv.num_blocks = 0;  // sized from memory_bytes
+        auto rep = engine_.relayout(kv);
+        if (!rep.ok()) {
+            ++refusals_;
+            log_warn("config_refused source={} reason=\"{}\" error=\"{}\"", source, reason,
+                     rep.error().message);
+            return rep.error();
+        }
+        last_relayout_ = *rep;
     }
     PAGODA_TRY(engine_.set_knobs(next.knobs));
     PAGODA_ASSIGN_OR_RETURN(ConfigVersion v, store_.append(next, source, reason, unix_ms_now()));
@@ -66,6 +76,7 @@ Result<ConfigVersion> ConfigManager::change(const ChangeRequest& req) {
                           *req.base_version, current_.id);
     }
     PAGODA_ASSIGN_OR_RETURN(EngineSettings next, apply_patch(current_.value, req.patch));
+    if (next == current_.value) return current_;  // nothing changes: no new version
     return commit(next, req.source, req.reason.empty() ? "admin change" : req.reason);
 }
 
@@ -116,6 +127,18 @@ std::string ConfigManager::metrics_text(const std::string& model_name) const {
     for (const auto& [source, n] : changes_by_source_) {
         w.sample("pagoda_config_changes_total", {{"model_name", model_name}, {"source", source}},
                  double(n));
+    }
+    w.family("pagoda_config_refusals_total", "counter",
+             "Configuration changes refused when applied (a KV pool that could not be built).");
+    w.sample("pagoda_config_refusals_total", model, double(refusals_));
+    if (last_relayout_) {
+        w.family("pagoda_kv_relayout_pause_seconds", "gauge",
+                 "Engine pause of the last KV re-layout (allocation included).");
+        w.sample("pagoda_kv_relayout_pause_seconds", model, last_relayout_->pause_seconds);
+        w.family("pagoda_kv_relayout_recompute_tokens", "gauge",
+                 "Computed tokens the last KV re-layout sent back to be recomputed.");
+        w.sample("pagoda_kv_relayout_recompute_tokens", model,
+                 double(last_relayout_->recompute_tokens));
     }
     w.family("pagoda_config_rollbacks_total", "counter", "Configuration rollbacks, by reason.");
     for (const auto& [reason, n] : rollbacks_by_reason_) {

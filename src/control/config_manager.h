@@ -39,6 +39,7 @@ class ConfigManager {
 
     ConfigVersion current() const;
     Result<std::vector<ConfigVersion>> history(int limit);
+    // A change that leaves the settings as they are returns the current version.
     Result<ConfigVersion> change(const ChangeRequest& req);
     // To version `to`, or to the last stable version before the current one.
     Result<ConfigVersion> rollback(std::optional<int64_t> to, const std::string& reason);
@@ -62,9 +63,11 @@ class ConfigManager {
     ConfigStore store_;
     ConfigManagerOptions opts_;
     mutable std::mutex mu_;
-    ConfigVersion current_;                               // guarded by mu_
-    std::map<std::string, int64_t> changes_by_source_;    // guarded by mu_
-    std::map<std::string, int64_t> rollbacks_by_reason_;  // guarded by mu_
+    ConfigVersion current_;                                // guarded by mu_
+    std::map<std::string, int64_t> changes_by_source_;     // guarded by mu_
+    std::map<std::string, int64_t> rollbacks_by_reason_;   // guarded by mu_
+    int64_t refusals_ = 0;                                 // guarded by mu_
+    std::optional<engine::RelayoutReport> last_relayout_;  // guarded by mu_
 };
 
 int64_t unix_ms_now();

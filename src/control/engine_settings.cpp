@@ -125,9 +125,10 @@ json EngineSettings::to_json() const {
 EngineSettings EngineSettings::of(const engine::Engine& e) {
     EngineSettings s;
     s.knobs = e.knobs();
-    s.layout.block_size = e.config().kv.block_size;
-    s.layout.kv_cache_dtype = e.config().kv.dtype;
-    s.layout.kv_cache_memory_bytes = e.config().kv.memory_bytes;
+    const kvcache::KvCacheConfig kv = e.kv_config();
+    s.layout.block_size = kv.block_size;
+    s.layout.kv_cache_dtype = kv.dtype;
+    s.layout.kv_cache_memory_bytes = kv.memory_bytes;
     return s;
 }
 

@@ -79,6 +79,10 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& m, const EngineConf
     if (vocab.eot != tokenizer::kNoToken && vocab.eot != vocab.eos)
         e->end_tokens_.push_back(vocab.eot);
     e->totals_.block_size = e->pool_->block_size();
+    e->kv_block_size_.store(e->pool_->block_size());
+    e->kv_num_blocks_.store(e->pool_->num_blocks());
+    e->kv_pool_bytes_.store(e->pool_->total_bytes());
+    e->kv_live_ = e->cfg_.kv;
     e->totals_.knobs = e->cfg_.sched.knobs;
     e->totals_.blocks = e->blocks_->stats();
     e->snapshot_ = std::make_shared<EngineStats>(e->totals_);
@@ -130,8 +134,8 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request r) {
     // As vLLM: max_tokens is capped to what the context leaves.
     r.sampling.max_tokens = int(len.capped_max_tokens);
     r.sampling.min_tokens = std::min(r.sampling.min_tokens, r.sampling.max_tokens);
-    PAGODA_TRY(scheduler::check_kv_fit(prompt_tokens + r.sampling.max_tokens, pool_->block_size(),
-                                       pool_->num_blocks()));
+    PAGODA_TRY(scheduler::check_kv_fit(prompt_tokens + r.sampling.max_tokens, kv_block_size_.load(),
+                                       kv_num_blocks_.load()));
     if (!r.arrival) r.arrival = Clock::now();
     std::shared_ptr<RequestStream> stream;
     {
@@ -161,16 +165,46 @@ double Engine::retry_after_seconds() const {
     return estimate_retry_after_seconds(stats()->queue.waiting_tokens, tokens_per_second_.load());
 }
 
-Status Engine::set_knobs(const RuntimeKnobs& k) {
+Status Engine::check_knobs(const RuntimeKnobs& k) const {
     PAGODA_TRY(k.validate());
-    PAGODA_TRY(scheduler::check_chunked_prefill(k, cfg_.sched.enable_chunked_prefill,
-                                                cfg_.sched.max_model_len));
+    return scheduler::check_chunked_prefill(k, cfg_.sched.enable_chunked_prefill,
+                                            cfg_.sched.max_model_len);
+}
+
+Status Engine::set_knobs(const RuntimeKnobs& k) {
+    PAGODA_TRY(check_knobs(k));
     {
         std::lock_guard<std::mutex> lock(intake_->mu);
         intake_->knobs = k;
     }
     intake_->cv.notify_all();
     return ok_status();
+}
+
+kvcache::KvCacheConfig Engine::kv_config() const {
+    std::lock_guard<std::mutex> lock(kv_mu_);
+    return kv_live_;
+}
+
+Result<RelayoutReport> Engine::relayout(const kvcache::KvCacheConfig& kv) {
+    PAGODA_TRY(kv.validate());
+    std::future<Result<RelayoutReport>> done;
+    {
+        std::lock_guard<std::mutex> lock(intake_->mu);
+        if (intake_->stop)
+            return make_error(ErrorCode::kResourceExhausted, "the engine is stopping");
+        if (intake_->relayout) {
+            return make_error(ErrorCode::kConflict, "another KV re-layout is in progress");
+        }
+        intake_->relayout = kv;
+        intake_->relayout_done = std::promise<Result<RelayoutReport>>();
+        done = intake_->relayout_done.get_future();
+    }
+    intake_->cv.notify_all();
+    if (done.wait_for(std::chrono::seconds(120)) != std::future_status::ready) {
+        return make_error(ErrorCode::kInternal, "the KV re-layout did not finish in 120 s");
+    }
+    return done.get();
 }
 
 RuntimeKnobs Engine::knobs() const {
@@ -195,7 +229,7 @@ void Engine::loop() {
             if (reqs_.empty()) {
                 const bool work = intake_->cv.wait_for(lock, std::chrono::seconds(1), [&] {
                     return intake_->stop || !intake_->pending.empty() ||
-                           !intake_->cancels.empty() || intake_->knobs;
+                           !intake_->cancels.empty() || intake_->knobs || intake_->relayout;
                 });
                 if (intake_->stop) break;
                 if (!work) continue;  // idle: only the heartbeat

@@ -92,11 +92,12 @@ class Engine {
     Result<std::shared_ptr<RequestStream>> submit(Request r);
     double retry_after_seconds() const;  // estimate_retry_after_seconds() of the last snapshot
 
-    Status set_knobs(const RuntimeKnobs& k);  // applied between steps; logged
+    Status set_knobs(const RuntimeKnobs& k);          // applied between steps; logged
+    Status check_knobs(const RuntimeKnobs& k) const;  // what set_knobs would refuse
     RuntimeKnobs knobs() const;
     std::shared_ptr<const EngineStats> stats() const;
     const StepHistograms& step_histograms() const { return step_hist_; }
-    size_t kv_cache_bytes() const { return pool_->total_bytes(); }
+    size_t kv_cache_bytes() const { return kv_pool_bytes_.load(); }
     int64_t num_unfinished() const { return unfinished_.load(); }
     // When the engine loop last went round (it wakes at least every second when idle):
     // health checks call the engine stalled when this is old.
@@ -105,7 +106,16 @@ class Engine {
     }
     const model::Model& model() const { return *model_; }
     const EngineConfig& config() const { return cfg_; }
-    int64_t num_kv_blocks() const { return pool_->num_blocks(); }
+    int64_t num_kv_blocks() const { return kv_num_blocks_.load(); }
+    int kv_block_size() const { return kv_block_size_.load(); }
+    kvcache::KvCacheConfig kv_config() const;  // the live layout (config().kv: as created)
+
+    // Rebuilds the KV pool with `kv` (block size, dtype, memory) between two steps: the new
+    // pool is allocated while the old one still exists, every running sequence is preempted
+    // and recomputed in the new pool (greedy outputs do not change), then the old pool is
+    // freed. Refused, with the old pool serving on, when the new pool cannot be allocated
+    // or a live sequence could not fit it. Blocks until applied or refused.
+    Result<RelayoutReport> relayout(const kvcache::KvCacheConfig& kv);
     void shutdown();
 
   private:
@@ -117,6 +127,7 @@ class Engine {
     void step();
     void apply_intake();  // knobs, then new requests, then cancels
     void apply_knobs(const RuntimeKnobs& k);
+    Result<RelayoutReport> apply_relayout(const kvcache::KvCacheConfig& kv);  // engine_relayout.cpp
     void admit(std::shared_ptr<RequestStream> stream, Request request);
     void handle_timeouts(const scheduler::BatchPlan& plan);
     void note_admissions(const scheduler::BatchPlan& plan);
@@ -162,6 +173,11 @@ class Engine {
     std::atomic<Clock::rep> heartbeat_{0};
     std::atomic<int64_t> queued_estimate_{0};  // waiting + intake, for submit's fast check
     std::atomic<double> tokens_per_second_{0.0};
+    std::atomic<int> kv_block_size_{0};
+    std::atomic<int64_t> kv_num_blocks_{0};
+    std::atomic<size_t> kv_pool_bytes_{0};
+    mutable std::mutex kv_mu_;
+    kvcache::KvCacheConfig kv_live_;  // guarded by kv_mu_
 };
 
 }  // namespace pagoda::engine

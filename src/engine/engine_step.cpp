@@ -89,14 +89,21 @@ void Engine::apply_intake() {
     std::deque<std::pair<std::shared_ptr<RequestStream>, Request>> pending;
     std::vector<uint64_t> cancels;
     std::optional<RuntimeKnobs> knobs;
+    std::optional<kvcache::KvCacheConfig> relayout;
+    std::promise<Result<RelayoutReport>> relayout_done;
     {
         std::lock_guard<std::mutex> lock(intake_->mu);
         pending.swap(intake_->pending);
         cancels.swap(intake_->cancels);
         knobs.swap(intake_->knobs);
         if (knobs) intake_->current = *knobs;
+        if (intake_->relayout) {
+            relayout.swap(intake_->relayout);
+            relayout_done = std::move(intake_->relayout_done);
+        }
     }
     if (knobs) apply_knobs(*knobs);
+    if (relayout) relayout_done.set_value(apply_relayout(*relayout));
     for (auto& [stream, request] : pending) admit(std::move(stream), std::move(request));
     for (uint64_t id : cancels) {
         for (auto& r : reqs_) {

@@ -497,3 +497,59 @@ TEST(Engine, KnobsChangeBetweenSteps) {
 
 }  // namespace
 }  // namespace pagoda::engine
+
+namespace pagoda::engine {
+namespace {
+
+// KV re-layout between steps: running sequences are recomputed in the new pool and greedy
+// outputs do not change; a pool a live sequence cannot fit is refused and the old one serves.
+TEST(EngineRelayout, UnderLoadKeepsGreedyOutputsAndRefusesWhatCannotFit) {
+    set_log_level(LogLevel::kWarn);
+    model::Model& m = stories();
+    const EngineConfig cfg = config(16, 64);
+    const auto prompts = random_prompts(m, 16, 10, 60, 31);
+    auto e = Engine::create(m, cfg);
+    ASSERT_TRUE(e.ok());
+    std::vector<std::shared_ptr<RequestStream>> ss;
+    for (const auto& p : prompts) ss.push_back(*(*e)->submit(greedy(p, 40)));
+    // The first re-layout finds the requests queued; the next ones find them running.
+    kvcache::KvCacheConfig kv = (*e)->kv_config();
+    int64_t preempted = 0;
+    for (int bs : {48, 8, 32}) {
+        kv.block_size = bs;
+        kv.num_blocks = 0;
+        kv.memory_bytes = 8 << 20;
+        auto rep = (*e)->relayout(kv);
+        ASSERT_TRUE(rep.ok()) << rep.error().message;
+        EXPECT_EQ(rep->block_size, bs);
+        EXPECT_EQ((*e)->kv_block_size(), bs);
+        preempted += rep->sequences;
+    }
+    EXPECT_GT(preempted, 0) << "re-layouts happened while sequences ran";
+    // Too small for a live 100-token sequence: refused, the 32-token pool keeps serving.
+    auto long_one = (*e)->submit(greedy(random_prompts(m, 1, 20, 20, 99)[0], 100));
+    ASSERT_TRUE(long_one.ok());
+    kv.block_size = 8;
+    kv.memory_bytes = int64_t((*e)->kv_cache_bytes()) / (*e)->num_kv_blocks();  // 4 blocks of 8
+    auto refused = (*e)->relayout(kv);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("live sequence"), std::string::npos);
+    EXPECT_NE(refused.error().message.find("the old pool keeps serving"), std::string::npos)
+        << refused.error().message;
+    EXPECT_EQ((*e)->kv_block_size(), 32);
+    // Every output first: the baselines run on another engine over the same model, which must
+    // not run forward passes at the same time as this one (Model::forward is single-caller).
+    std::vector<Output> outs;
+    for (auto& s : ss) outs.push_back(collect(*s)[0]);
+    EXPECT_EQ(collect(**long_one)[0].ids.size(), 100u);
+    for (size_t i = 0; i < ss.size(); ++i) {
+        const Output& o = outs[i];
+        EXPECT_EQ(o.finish, FinishReason::kLength);
+        EXPECT_EQ(o.ids, alone(m, cfg, greedy(prompts[i], 40))) << "request " << i;
+    }
+    EXPECT_EQ((*e)->stats()->blocks.used, 0);
+    set_log_level(LogLevel::kInfo);
+}
+
+}  // namespace
+}  // namespace pagoda::engine

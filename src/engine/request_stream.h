@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,15 @@ namespace pagoda::engine {
 
 class RequestStream;
 
+// What a KV re-layout did (Engine::relayout).
+struct RelayoutReport {
+    int block_size = 0;
+    int64_t num_blocks = 0;
+    int64_t sequences = 0;         // running sequences preempted into the new pool
+    int64_t recompute_tokens = 0;  // their computed tokens, to be computed again
+    double pause_seconds = 0;      // engine thread time of the switch (allocation included)
+};
+
 // Guarded by `mu`; the engine thread drains it at the start of every step.
 struct Intake {
     std::mutex mu;
@@ -28,7 +38,10 @@ struct Intake {
     std::deque<std::pair<std::shared_ptr<RequestStream>, Request>> pending;
     std::vector<uint64_t> cancels;
     std::optional<scheduler::RuntimeKnobs> knobs;  // to apply before the next step
-    scheduler::RuntimeKnobs current;               // what the loop runs with
+    // A KV re-layout to apply before the next step, and where its outcome goes.
+    std::optional<kvcache::KvCacheConfig> relayout;
+    std::promise<Result<RelayoutReport>> relayout_done;
+    scheduler::RuntimeKnobs current;  // what the loop runs with
     bool stop = false;
     uint64_t next_id = 1;
 };

@@ -58,7 +58,44 @@ Status SchedulerConfig::validate() const {
 }
 
 Scheduler::Scheduler(const SchedulerConfig& cfg, kvcache::BlockManager& blocks)
-    : cfg_(cfg), blocks_(blocks) {}
+    : cfg_(cfg), blocks_(&blocks) {}
+
+Scheduler::Evicted Scheduler::preempt_all() {
+    Evicted out;
+    while (!running_.empty()) {
+        Sequence* victim = running_.back();
+        out.sequences += 1;
+        out.recompute_tokens += victim->num_computed;
+        blocks_->free(victim->id);
+        running_.pop_back();
+        victim->state = Sequence::State::kWaiting;
+        victim->reason = WaitReason::kNoFreeBlocks;
+        victim->num_computed = 0;
+        ++victim->num_preemptions;
+        ++preemptions_;
+        insert_sorted(waiting_, victim);
+        waiting_tokens_ += int64_t(victim->tokens.size());
+    }
+    return out;
+}
+
+void Scheduler::rebind(kvcache::BlockManager& blocks) {
+    for (const auto& [id, s] : seqs_) {
+        PAGODA_CHECK(!blocks_->has(id)) << "sequence " << id << " still holds blocks";
+    }
+    blocks_ = &blocks;
+}
+
+Status Scheduler::check_fits(int block_size, int64_t num_blocks) const {
+    for (const auto& [id, s] : seqs_) {
+        const int64_t total = std::max<int64_t>(s->max_total_tokens, int64_t(s->tokens.size()));
+        if (Status st = check_kv_fit(total, block_size, num_blocks); !st.ok()) {
+            return make_error(ErrorCode::kResourceExhausted, "live sequence {}: {}", id,
+                              st.error().message);
+        }
+    }
+    return ok_status();
+}
 
 bool Scheduler::before(const Sequence* a, const Sequence* b) {
     if (a->priority != b->priority) return a->priority < b->priority;
@@ -76,7 +113,7 @@ void Scheduler::remove_from(std::vector<Sequence*>& q, Sequence* s) {
 }
 
 int64_t Scheduler::watermark_blocks() const {
-    return int64_t(cfg_.watermark * double(blocks_.num_total()));
+    return int64_t(cfg_.watermark * double(blocks_->num_total()));
 }
 
 Status Scheduler::set_knobs(const RuntimeKnobs& k) {
@@ -97,7 +134,7 @@ Status Scheduler::add(std::unique_ptr<Sequence> seq) {
         check_context_length(n, max_total - n, MaxTokens::kGiven, cfg_.max_model_len);
     if (len.verdict != LengthVerdict::kFits)
         return make_error(ErrorCode::kOutOfRange, "{}", len.message);
-    PAGODA_TRY(check_kv_fit(max_total, blocks_.block_size(), blocks_.num_total()));
+    PAGODA_TRY(check_kv_fit(max_total, blocks_->block_size(), blocks_->num_total()));
     if (int64_t(waiting_.size()) >= cfg_.knobs.max_waiting_requests) {
         return make_error(ErrorCode::kResourceExhausted,
                           "the waiting queue is full ({} requests, limit {})", waiting_.size(),
@@ -133,12 +170,12 @@ void Scheduler::preempt(Sequence* victim, BatchPlan& plan, const std::string& wh
             plan.num_prefill_tokens -= it->num_tokens;
         }
         plan.seqs.erase(it);
-        const auto& table = blocks_.table(victim->id);
+        const auto& table = blocks_->table(victim->id);
         std::erase_if(plan.copies, [&](const kvcache::BlockCopy& c) {
             return std::find(table.begin(), table.end(), c.dst.value()) != table.end();
         });
     }
-    blocks_.free(victim->id);
+    blocks_->free(victim->id);
     remove_from(running_, victim);
     victim->state = Sequence::State::kWaiting;
     victim->reason = WaitReason::kNoFreeBlocks;
@@ -165,7 +202,7 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
             plan.timed_out.push_back(s->id);
             waiting_tokens_ -= int64_t(s->tokens.size());
             waiting_.erase(waiting_.begin() + ptrdiff_t(i));
-            blocks_.free(s->id);
+            blocks_->free(s->id);
             seqs_.erase(s->id);
         } else {
             ++i;
@@ -208,12 +245,12 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
             if (!cfg_.enable_chunked_prefill && n < remaining) continue;
             const int64_t need_tokens = s->num_computed + n;
             bool self_preempted = false;
-            while (!blocks_.can_grow(s->id, need_tokens, s->num_computed)) {
+            while (!blocks_->can_grow(s->id, need_tokens, s->num_computed)) {
                 Sequence* victim = running_.back();
                 const std::string why = fmt::format(
                     "sequence {} needs {} more KV blocks to grow to {} tokens; {} available", s->id,
-                    blocks_.blocks_to_grow(s->id, need_tokens, s->num_computed), need_tokens,
-                    blocks_.num_available());
+                    blocks_->blocks_to_grow(s->id, need_tokens, s->num_computed), need_tokens,
+                    blocks_->num_available());
                 preempt(victim, plan, why);
                 if (victim == s) {
                     self_preempted = true;
@@ -221,7 +258,7 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
                 }
             }
             if (self_preempted) break;  // s was the last running sequence
-            blocks_.grow(s->id, need_tokens, s->num_computed, &plan.copies);
+            blocks_->grow(s->id, need_tokens, s->num_computed, &plan.copies);
             push(s, n, is_decode);
         }
     }
@@ -245,8 +282,8 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
         } else if (budget <= 0) {
             r = WaitReason::kTokenBudget;
         } else {
-            check = blocks_.check_allocate(s->tokens, s->cache_salt,
-                                           running_.empty() ? 0 : watermark_blocks());
+            check = blocks_->check_allocate(s->tokens, s->cache_salt,
+                                            running_.empty() ? 0 : watermark_blocks());
             if (!check.fits) {
                 r = WaitReason::kNoFreeBlocks;
             } else {
@@ -263,7 +300,7 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
             ++i;
             continue;
         }
-        const int32_t cached = blocks_.allocate(s->id, s->tokens, s->cache_salt);
+        const int32_t cached = blocks_->allocate(s->id, s->tokens, s->cache_salt);
         PAGODA_CHECK(cached == check.cached_tokens) << cached << " vs " << check.cached_tokens;
         s->num_computed = cached;
         s->cached_tokens += cached;
@@ -283,7 +320,7 @@ void Scheduler::on_step_done(const BatchPlan& plan) {
         if (s == nullptr || s->state != Sequence::State::kRunning) continue;
         s->num_computed = x.pos_start + x.num_tokens;
         s->scheduled_once = true;
-        blocks_.publish(s->id, s->tokens, s->num_computed);
+        blocks_->publish(s->id, s->tokens, s->num_computed);
     }
 }
 
@@ -302,7 +339,7 @@ void Scheduler::fork(SeqId parent, SeqId child) {
     c->id = child;
     c->num_preemptions = 0;
     c->cached_tokens = 0;
-    blocks_.fork(parent, child);
+    blocks_->fork(parent, child);
     Sequence* raw = c.get();
     seqs_.emplace(child, std::move(c));
     insert_sorted(running_, raw);
@@ -318,7 +355,7 @@ void Scheduler::finish(SeqId id) {
     } else {
         remove_from(running_, s);
     }
-    blocks_.free(id);
+    blocks_->free(id);
     seqs_.erase(it);
 }
 

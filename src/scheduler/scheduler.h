@@ -134,6 +134,17 @@ class Scheduler {
     const SchedulerConfig& config() const { return cfg_; }
     int64_t total_preemptions() const { return preemptions_; }
 
+    // KV re-layout, in this order: check_fits (every live sequence fits a pool of that
+    // shape), preempt_all (every running sequence back to waiting, its blocks freed, to be
+    // recomputed), rebind (to the new pool's block manager; no sequence may hold blocks).
+    struct Evicted {
+        int64_t sequences = 0;
+        int64_t recompute_tokens = 0;  // tokens whose K/V must be computed again
+    };
+    Status check_fits(int block_size, int64_t num_blocks) const;
+    Evicted preempt_all();
+    void rebind(kvcache::BlockManager& blocks);
+
   private:
     static bool before(const Sequence* a, const Sequence* b);  // scheduling order
     void insert_sorted(std::vector<Sequence*>& q, Sequence* s);
@@ -142,7 +153,7 @@ class Scheduler {
     int64_t watermark_blocks() const;
 
     SchedulerConfig cfg_;
-    kvcache::BlockManager& blocks_;
+    kvcache::BlockManager* blocks_;  // never null; rebind() swaps it during a KV re-layout
     std::map<SeqId, std::unique_ptr<Sequence>> seqs_;
     std::vector<Sequence*> waiting_;  // sorted by (priority, arrival, id)
     std::vector<Sequence*> running_;  // sorted by (priority, arrival, id)

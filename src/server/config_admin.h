@@ -17,7 +17,7 @@ struct AdminReply {
 class ConfigAdmin {
   public:
     virtual ~ConfigAdmin() = default;
-    virtual AdminReply get() = 0;                // current version and value
+    virtual AdminReply get() = 0;               // current version and value
     virtual AdminReply history(int limit) = 0;  // newest first
     // A partial value; `base_version` (If-Match) makes a concurrent change a 409.
     virtual AdminReply put(const nlohmann::json& patch, std::optional<int64_t> base_version,

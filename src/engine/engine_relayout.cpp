@@ -1,0 +1,54 @@
+// Engine::apply_relayout: a new KV pool with another block size, dtype or size, between two
+// steps. Mechanism: recompute preemption of every running sequence into the rebuilt pool
+// (the scheduler's preemption path), so nothing is copied between layouts and greedy
+// outputs stay identical (they do not depend on the block size). Engine thread only.
+#include "base/log.h"
+#include "engine/engine.h"
+
+namespace pagoda::engine {
+
+Result<RelayoutReport> Engine::apply_relayout(const kvcache::KvCacheConfig& kv) {
+    const auto t0 = Clock::now();
+    const auto& mc = model_->config();
+    auto refuse = [&](const Error& e) -> Result<RelayoutReport> {
+        log_warn("kv_relayout_refused block_size={} error=\"{}\"", kv.block_size, e.message);
+        return Error{e.code, fmt::format("KV re-layout refused, the old pool keeps serving: {}",
+                                         e.message)};
+    };
+    // Allocated while the old pool still exists.
+    auto pool = kvcache::KvPool::create(kv, mc.num_layers, mc.num_kv_heads, mc.head_dim);
+    if (!pool.ok()) return refuse(pool.error());
+    if (Status st = sched_->check_fits(pool->block_size(), pool->num_blocks()); !st.ok()) {
+        return refuse(st.error());
+    }
+    auto new_pool = std::make_unique<kvcache::KvPool>(std::move(pool).value());
+    auto new_blocks = std::make_unique<kvcache::BlockManager>(
+        new_pool->num_blocks(), new_pool->block_size(), cfg_.enable_prefix_caching);
+    const scheduler::Scheduler::Evicted evicted = sched_->preempt_all();
+    sched_->rebind(*new_blocks);
+    blocks_ = std::move(new_blocks);
+    pool_ = std::move(new_pool);  // the old pool is freed here
+    kv_block_size_.store(pool_->block_size());
+    kv_num_blocks_.store(pool_->num_blocks());
+    kv_pool_bytes_.store(pool_->total_bytes());
+    {
+        std::lock_guard<std::mutex> lock(kv_mu_);
+        kv_live_ = kv;
+    }
+    totals_.block_size = pool_->block_size();
+    RelayoutReport rep;
+    rep.block_size = pool_->block_size();
+    rep.num_blocks = pool_->num_blocks();
+    rep.sequences = evicted.sequences;
+    rep.recompute_tokens = evicted.recompute_tokens;
+    rep.pause_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    log_info(
+        "kv_relayout block_size={} kv_blocks={} kv_dtype={} kv_mib={:.1f} preempted={} "
+        "recompute_tokens={} pause_ms={:.2f}",
+        rep.block_size, rep.num_blocks, kvcache::kv_dtype_name(pool_->dtype()),
+        double(pool_->total_bytes()) / (1 << 20), rep.sequences, rep.recompute_tokens,
+        rep.pause_seconds * 1e3);
+    return rep;
+}
+
+}  // namespace pagoda::engine
