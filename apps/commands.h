@@ -15,5 +15,6 @@ void add_tokenize(CLI::App& app, std::function<int()>& action);
 void add_model(CLI::App& app, std::function<int()>& action);
 void add_serve(CLI::App& app, std::function<int()>& action);
 void add_bench(CLI::App& app, std::function<int()>& action);
+void add_config(CLI::App& app, std::function<int()>& action);
 
 }  // namespace pagoda::app

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     pagoda::app::add_model(app, action);
     pagoda::app::add_serve(app, action);
     pagoda::app::add_bench(app, action);
+    pagoda::app::add_config(app, action);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

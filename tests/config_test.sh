@@ -101,6 +101,19 @@ expect_eq "no key: 401" "$(req GET /admin/config)" "401"
 expect_eq "inference key: 401" "$(req GET /admin/config '' -H 'Authorization: Bearer inference-key')" "401"
 expect_eq "admin key: 200" "$(req GET /admin/config '' -H 'Authorization: Bearer admin-key')" "200"
 expect_eq "admin key does not open /v1" "$(req POST /v1/completions '{"prompt": "x", "max_tokens": 1}' -H 'Authorization: Bearer admin-key')" "401"
+# The CLI over the same API.
+"$BIN" config get --url "$(URL '')" >"$TMP/cli.out" 2>&1; rc=$?
+expect_eq "pagoda config get without the key exits 1" "$rc" "1"
+expect_in "and says why" "HTTP 401" "$TMP/cli.out"
+PAGODA_ADMIN_API_KEY=admin-key "$BIN" config set --url "$(URL '')" max_num_seqs=16 --reason "from the cli" >"$TMP/cli.out" 2>&1
+expect_eq "pagoda config set" "$(jq_ '(d["id"], d["reason"], d["value"]["max_num_seqs"])' <"$TMP/cli.out")" "(2, 'from the cli', 16)"
+"$BIN" config history --url "$(URL '')" --admin-api-key admin-key -n 5 >"$TMP/cli.out" 2>&1
+expect_eq "pagoda config history" "$(jq_ '[v["id"] for v in d["versions"]]' <"$TMP/cli.out")" "[2, 1]"
+"$BIN" config rollback --url "$(URL '')" --admin-api-key admin-key --to 1 >"$TMP/cli.out" 2>&1
+expect_eq "pagoda config rollback" "$(jq_ '(d["id"], d["value"]["max_num_seqs"])' <"$TMP/cli.out")" "(3, 256)"
+"$BIN" config set --url "$(URL '')" --admin-api-key admin-key max_num_seqs >"$TMP/cli.out" 2>&1; rc=$?
+expect_eq "a malformed KEY=VALUE exits 2" "$rc" "2"
+expect_in "naming the argument" "'max_num_seqs' is not KEY=VALUE" "$TMP/cli.out"
 
 # 12. A corrupt state database: a clear error and a non-zero exit.
 mkdir -p "$TMP/bad-state" && head -c 4096 /dev/urandom >"$TMP/bad-state/pagoda.db"

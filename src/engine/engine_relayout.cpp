@@ -12,8 +12,8 @@ Result<RelayoutReport> Engine::apply_relayout(const kvcache::KvCacheConfig& kv) 
     const auto& mc = model_->config();
     auto refuse = [&](const Error& e) -> Result<RelayoutReport> {
         log_warn("kv_relayout_refused block_size={} error=\"{}\"", kv.block_size, e.message);
-        return Error{e.code, fmt::format("KV re-layout refused, the old pool keeps serving: {}",
-                                         e.message)};
+        return Error{
+            e.code, fmt::format("KV re-layout refused, the old pool keeps serving: {}", e.message)};
     };
     // Allocated while the old pool still exists.
     auto pool = kvcache::KvPool::create(kv, mc.num_layers, mc.num_kv_heads, mc.head_dim);

@@ -18,6 +18,8 @@ AUTH = {"Authorization": f"Bearer {sys.argv[2]}"} if len(sys.argv) > 2 else {}
 BASE = f"http://127.0.0.1:{PORT}"
 N = 64
 failures = 0
+finished = 0  # streams done (client side)
+finished_lock = threading.Lock()
 
 
 def check(name, cond, detail=""):
@@ -40,7 +42,7 @@ def call(method, path, body=None, timeout=300):
 def stream(i, out):
     """One streamed greedy completion; out[i] = (text, finish_reason, error)."""
     body = {"prompt": f"Once upon a time there was a {['cat', 'dog', 'king', 'girl'][i % 4]} "
-                      f"number {i}", "max_tokens": 160, "temperature": 0, "ignore_eos": True,
+                      f"number {i}", "max_tokens": 300, "temperature": 0, "ignore_eos": True,
             "stream": True}
     req = urllib.request.Request(BASE + "/v1/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json", **AUTH})
@@ -61,9 +63,14 @@ def stream(i, out):
     except Exception as e:  # noqa: BLE001 - reported as the request's error
         err = repr(e)
     out[i] = (text, finish, err)
+    global finished
+    with finished_lock:
+        finished += 1
 
 
 def run_all(during=None):
+    global finished
+    finished = 0
     out = [None] * N
     threads = [threading.Thread(target=stream, args=(i, out)) for i in range(N)]
     for t in threads:
@@ -94,8 +101,10 @@ def change_block_sizes():
     for bs in (48, 8, 32):
         status, body = call("PUT", "/admin/config",
                             {"block_size": bs, "reason": f"relayout test to {bs}"})
-        changes.append((bs, status, running(), body))
-        time.sleep(0.15)
+        with finished_lock:
+            in_flight = N - finished
+        changes.append((bs, status, in_flight, body))
+        time.sleep(0.05)
 
 
 status, body = call("PUT", "/admin/config", {"block_size": 16, "reason": "relayout test base"})

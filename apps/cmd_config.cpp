@@ -1,0 +1,143 @@
+// `pagoda config get|set|history|rollback --url URL`: the versioned configuration of a
+// running `pagoda serve` over its admin API (GET/PUT /admin/config, history, rollback).
+// Prints the server's JSON answer; exits 1 on an HTTP error (the message printed), 2 on
+// bad arguments.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "apps/cli_common.h"
+#include "apps/commands.h"
+#include "http/client.h"
+
+namespace pagoda::app {
+namespace {
+
+using json = nlohmann::json;
+
+struct ConfigFlags {
+    std::string url = "http://127.0.0.1:8000";
+    std::string admin_key;  // else PAGODA_ADMIN_API_KEY
+    std::vector<std::string> settings;  // KEY=VALUE for set
+    std::string reason;
+    int limit = 20;
+    int64_t to = 0;  // rollback target; 0 = the last stable version
+    int64_t if_match = 0;
+};
+
+// KEY=VALUE -> {"KEY": VALUE}; VALUE as JSON when it parses (8, "f16"), else as a string.
+Result<json> parse_settings(const std::vector<std::string>& kvs) {
+    json patch = json::object();
+    for (const auto& kv : kvs) {
+        const size_t eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0) {
+            return make_error(ErrorCode::kInvalidArgument,
+                              "'{}' is not KEY=VALUE (for example max_num_seqs=64)", kv);
+        }
+        const std::string value = kv.substr(eq + 1);
+        json v = json::parse(value, nullptr, false);
+        patch[kv.substr(0, eq)] = v.is_discarded() ? json(value) : v;
+    }
+    if (patch.empty()) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "nothing to set: give KEY=VALUE pairs (for example block_size=32)");
+    }
+    return patch;
+}
+
+int request(const ConfigFlags& f, const std::string& method, const std::string& path,
+            const std::string& body) {
+    http::ClientOptions o;
+    std::string key = f.admin_key;
+    if (key.empty()) {
+        if (const char* k = std::getenv("PAGODA_ADMIN_API_KEY")) key = k;
+    }
+    if (!key.empty()) o.headers.emplace_back("Authorization", "Bearer " + key);
+    auto client = http::Client::create(f.url, o);
+    if (!client.ok()) return fail(client.error());
+    http::ClientRequest r;
+    r.method = method;
+    r.path = path;
+    r.body = body;
+    if (f.if_match > 0) r.headers.emplace_back("If-Match", std::to_string(f.if_match));
+    auto resp = (*client)->fetch(r);
+    if (!resp.ok()) return fail(resp.error());
+    const json j = json::parse(resp->body, nullptr, false);
+    if (resp->status != 200) {
+        const std::string msg = !j.is_discarded() && j.contains("error")
+                                    ? j["error"].value("message", resp->body)
+                                    : resp->body;
+        std::fprintf(stderr, "error: %s %s: HTTP %d: %s\n", method.c_str(), path.c_str(),
+                     resp->status, msg.c_str());
+        return 1;
+    }
+    std::printf("%s\n", j.is_discarded() ? resp->body.c_str() : j.dump(2).c_str());
+    return 0;
+}
+
+void common_flags(CLI::App* c, ConfigFlags& f) {
+    c->add_option("--url", f.url, "Base URL of the pagoda server")->capture_default_str();
+    c->add_option("--admin-api-key", f.admin_key,
+                  "Admin key (default: PAGODA_ADMIN_API_KEY; none on loopback)");
+}
+
+}  // namespace
+
+void add_config(CLI::App& app, std::function<int()>& action) {
+    auto f = std::make_shared<ConfigFlags>();
+    CLI::App* c = app.add_subcommand(
+        "config", "Read and change a running server's versioned configuration (/admin/config)");
+    c->require_subcommand(1);
+    CLI::App* get = c->add_subcommand("get", "Print the running version and its settings");
+    common_flags(get, *f);
+    get->callback([f, &action] { action = [f] { return request(*f, "GET", "/admin/config", ""); }; });
+
+    CLI::App* set = c->add_subcommand(
+        "set", "Change settings (KEY=VALUE ...; step knobs, block_size, kv_cache_dtype, "
+               "kv_cache_memory): a new version, applied live");
+    common_flags(set, *f);
+    set->add_option("settings", f->settings, "KEY=VALUE pairs, e.g. max_num_seqs=64 block_size=32")
+        ->required();
+    set->add_option("--reason", f->reason, "Why (recorded with the version)");
+    set->add_option("--if-match", f->if_match,
+                    "Only if this version is still current (409 otherwise)");
+    set->callback([f, &action] {
+        action = [f] {
+            auto patch = parse_settings(f->settings);
+            if (!patch.ok()) {
+                fail(patch.error());
+                return 2;
+            }
+            if (!f->reason.empty()) (*patch)["reason"] = f->reason;
+            return request(*f, "PUT", "/admin/config", patch->dump());
+        };
+    });
+
+    CLI::App* hist = c->add_subcommand("history", "List versions, newest first");
+    common_flags(hist, *f);
+    hist->add_option("-n,--limit", f->limit, "How many")->capture_default_str()->check(
+        CLI::Range(1, 10000));
+    hist->callback([f, &action] {
+        action = [f] {
+            return request(*f, "GET", "/admin/config/history?limit=" + std::to_string(f->limit),
+                           "");
+        };
+    });
+
+    CLI::App* rb = c->add_subcommand(
+        "rollback", "Return to a version (--to ID) or to the last stable one (a new version)");
+    common_flags(rb, *f);
+    rb->add_option("--to", f->to, "Version id (default: the last stable version)");
+    rb->add_option("--reason", f->reason, "Why (recorded; also the metric's reason label)");
+    rb->callback([f, &action] {
+        action = [f] {
+            json body = json::object();
+            if (f->to > 0) body["to"] = f->to;
+            if (!f->reason.empty()) body["reason"] = f->reason;
+            return request(*f, "POST", "/admin/config/rollback", body.dump());
+        };
+    });
+}
+
+}  // namespace pagoda::app
