@@ -9,7 +9,7 @@ if [ -z "$CF" ]; then
   echo "format: clang-format-14 is not installed (scripts/install-deps.sh installs it)" >&2
   exit 2
 fi
-mapfile -t files < <(git ls-files '*.cpp' '*.h')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cpp' '*.h')
 if [ "${1:-}" = "--check" ]; then
   bad=()
   for f in "${files[@]}"; do
