@@ -18,7 +18,7 @@ using json = nlohmann::json;
 
 struct ConfigFlags {
     std::string url = "http://127.0.0.1:8000";
-    std::string admin_key;  // else PAGODA_ADMIN_API_KEY
+    std::string admin_key;              // else PAGODA_ADMIN_API_KEY
     std::vector<std::string> settings;  // KEY=VALUE for set
     std::string reason;
     int limit = 20;
@@ -91,11 +91,13 @@ void add_config(CLI::App& app, std::function<int()>& action) {
     c->require_subcommand(1);
     CLI::App* get = c->add_subcommand("get", "Print the running version and its settings");
     common_flags(get, *f);
-    get->callback([f, &action] { action = [f] { return request(*f, "GET", "/admin/config", ""); }; });
+    get->callback(
+        [f, &action] { action = [f] { return request(*f, "GET", "/admin/config", ""); }; });
 
-    CLI::App* set = c->add_subcommand(
-        "set", "Change settings (KEY=VALUE ...; step knobs, block_size, kv_cache_dtype, "
-               "kv_cache_memory): a new version, applied live");
+    CLI::App* set =
+        c->add_subcommand("set",
+                          "Change settings (KEY=VALUE ...; step knobs, block_size, kv_cache_dtype, "
+                          "kv_cache_memory): a new version, applied live");
     common_flags(set, *f);
     set->add_option("settings", f->settings, "KEY=VALUE pairs, e.g. max_num_seqs=64 block_size=32")
         ->required();
@@ -116,8 +118,9 @@ void add_config(CLI::App& app, std::function<int()>& action) {
 
     CLI::App* hist = c->add_subcommand("history", "List versions, newest first");
     common_flags(hist, *f);
-    hist->add_option("-n,--limit", f->limit, "How many")->capture_default_str()->check(
-        CLI::Range(1, 10000));
+    hist->add_option("-n,--limit", f->limit, "How many")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 10000));
     hist->callback([f, &action] {
         action = [f] {
             return request(*f, "GET", "/admin/config/history?limit=" + std::to_string(f->limit),
