@@ -60,21 +60,25 @@ Status SchedulerConfig::validate() const {
 Scheduler::Scheduler(const SchedulerConfig& cfg, kvcache::BlockManager& blocks)
     : cfg_(cfg), blocks_(&blocks) {}
 
+void Scheduler::requeue(Sequence* victim) {
+    blocks_->free(victim->id);
+    remove_from(running_, victim);
+    victim->state = Sequence::State::kWaiting;
+    victim->reason = WaitReason::kNoFreeBlocks;
+    victim->num_computed = 0;
+    ++victim->num_preemptions;
+    ++preemptions_;
+    insert_sorted(waiting_, victim);
+    waiting_tokens_ += int64_t(victim->tokens.size());
+}
+
 Scheduler::Evicted Scheduler::preempt_all() {
     Evicted out;
     while (!running_.empty()) {
         Sequence* victim = running_.back();
         out.sequences += 1;
         out.recompute_tokens += victim->num_computed;
-        blocks_->free(victim->id);
-        running_.pop_back();
-        victim->state = Sequence::State::kWaiting;
-        victim->reason = WaitReason::kNoFreeBlocks;
-        victim->num_computed = 0;
-        ++victim->num_preemptions;
-        ++preemptions_;
-        insert_sorted(waiting_, victim);
-        waiting_tokens_ += int64_t(victim->tokens.size());
+        requeue(victim);
     }
     return out;
 }
@@ -175,15 +179,7 @@ void Scheduler::preempt(Sequence* victim, BatchPlan& plan, const std::string& wh
             return std::find(table.begin(), table.end(), c.dst.value()) != table.end();
         });
     }
-    blocks_->free(victim->id);
-    remove_from(running_, victim);
-    victim->state = Sequence::State::kWaiting;
-    victim->reason = WaitReason::kNoFreeBlocks;
-    victim->num_computed = 0;
-    ++victim->num_preemptions;
-    ++preemptions_;
-    insert_sorted(waiting_, victim);
-    waiting_tokens_ += int64_t(victim->tokens.size());
+    requeue(victim);
     plan.preempted.push_back({victim->id, why});
     log_info("preempted seq={} priority={} tokens={} preemption={} reason=\"{}\"", victim->id,
              victim->priority, victim->tokens.size(), victim->num_preemptions, why);

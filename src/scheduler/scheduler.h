@@ -150,6 +150,8 @@ class Scheduler {
     void insert_sorted(std::vector<Sequence*>& q, Sequence* s);
     void remove_from(std::vector<Sequence*>& q, Sequence* s);
     void preempt(Sequence* victim, BatchPlan& plan, const std::string& why);
+    // Back to waiting for recompute: blocks freed, computed count reset, counted.
+    void requeue(Sequence* victim);
     int64_t watermark_blocks() const;
 
     SchedulerConfig cfg_;
