@@ -149,18 +149,19 @@ fi
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
 # 10. API keys: 401 without or with a wrong key.
-start_server "$TMP/s2.log" --api-key sekret || exit 1
+start_server "$TMP/s2.log" --api-key sekret --admin-api-key admin-sekret || exit 1
 code=$(post /v1/completions '{"prompt": "x", "max_tokens": 1}')
 expect_eq "401 without key" "$code" "401"
 code=$(post /v1/completions '{"prompt": "x", "max_tokens": 1}' -H 'Authorization: Bearer nope')
 expect_eq "401 wrong key" "$code" "401"
 code=$(post /v1/completions '{"prompt": "x", "max_tokens": 1}' -H 'Authorization: Bearer sekret')
 expect_eq "200 with key" "$code" "200"
-AUTH=(-H 'Authorization: Bearer sekret')
+AUTH=(-H 'Authorization: Bearer admin-sekret')
 expect_eq "admin needs the key" "$(curl -s -o /dev/null -w '%{http_code}' "$(URL /admin/knobs)")" "401"
+expect_eq "the inference key does not open admin" "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer sekret' "$(URL /admin/knobs)")" "401"
 expect_eq "GET /admin/knobs" "$(curl -s "${AUTH[@]}" "$(URL /admin/knobs)" | jq_ 'd["max_num_seqs"]')" "256"
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X PUT "${AUTH[@]}" "$(URL /admin/knobs)" -d '{"max_num_seqs": 0, "max_num_batched_tokens": 512}')
-expect_eq "PUT bad knob is 400" "$code $(jq_ 'd["error"]["message"]' <"$TMP/body")" "400 max_num_seqs must be in [1, 65536], got 0"
+expect_eq "PUT bad knob is 400" "$code $(jq_ 'd["error"]["message"]' <"$TMP/body")" "400 'max_num_seqs' = 0 is out of range [1, 65536]"
 expect_eq "a bad knob changes nothing" "$(curl -s "${AUTH[@]}" "$(URL /admin/knobs)" | jq_ '(d["max_num_seqs"], d["max_num_batched_tokens"])')" "(256, 2048)"
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X PUT "${AUTH[@]}" "$(URL /admin/knobs)" -d '{"max_num_seqs": 8, "max_num_batched_tokens": 512}')
 expect_eq "PUT knobs" "$code" "200"
