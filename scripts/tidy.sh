@@ -25,17 +25,17 @@ mapfile -t files < <({ git diff --name-only --diff-filter=d "$BASE" -- '*.cpp';
                        git ls-files --others --exclude-standard -- '*.cpp'; } |
                      grep -E '^(src|apps)/' | sort -u)
 # Only files the compile database knows (fuzz targets and scripts are not in it).
-todo=()
+targets=()
 for f in "${files[@]}"; do
-  if grep -q "\"file\": \"$(pwd)/$f\"" "$BUILD/compile_commands.json"; then todo+=("$f"); fi
+  if grep -q "\"file\": \"$(pwd)/$f\"" "$BUILD/compile_commands.json"; then targets+=("$f"); fi
 done
-if [ ${#todo[@]} -eq 0 ]; then
+if [ ${#targets[@]} -eq 0 ]; then
   echo "tidy: no changed C++ source files since $BASE"
   exit 0
 fi
-echo "tidy: ${#todo[@]} changed file(s) since $BASE"
+echo "tidy: ${#targets[@]} changed file(s) since $BASE"
 status=0
-for f in "${todo[@]}"; do
+for f in "${targets[@]}"; do
   if ! "$CT" -p "$BUILD" --quiet --extra-arg=-Wno-unknown-warning-option "$f" 2>/tmp/tidy.$$ >/tmp/tidy.out.$$; then
     cat /tmp/tidy.out.$$
     status=1

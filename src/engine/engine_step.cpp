@@ -40,9 +40,11 @@ void Engine::step() {
     queued_estimate_.store(int64_t(sched_->waiting().size()));
     handle_timeouts(plan);
     note_admissions(plan);
-    if (plan.empty()) {
-        publish(plan, StepTimings{});
-        deliver();
+    if (plan.empty()) {  // nothing can run now (blocked admissions): wait, do not spin
+        if (!outbox_.empty()) {  // timeouts: their snapshot first, as on every path
+            publish(plan, StepTimings{});
+            deliver();
+        }
         drop_released();
         std::unique_lock<std::mutex> lock(intake_->mu);
         intake_->cv.wait_for(lock, std::chrono::milliseconds(1));
