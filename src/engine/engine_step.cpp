@@ -40,7 +40,7 @@ void Engine::step() {
     queued_estimate_.store(int64_t(sched_->waiting().size()));
     handle_timeouts(plan);
     note_admissions(plan);
-    if (plan.empty()) {  // nothing can run now (blocked admissions): wait, do not spin
+    if (plan.empty()) {          // nothing can run now (blocked admissions): wait, do not spin
         if (!outbox_.empty()) {  // timeouts: their snapshot first, as on every path
             publish(plan, StepTimings{});
             deliver();
