@@ -40,8 +40,10 @@ void Engine::step() {
     queued_estimate_.store(int64_t(sched_->waiting().size()));
     handle_timeouts(plan);
     note_admissions(plan);
-    if (plan.empty()) {          // nothing can run now (blocked admissions): wait, do not spin
-        if (!outbox_.empty()) {  // timeouts: their snapshot first, as on every path
+    if (plan.empty()) {
+        // Nothing can run now (blocked admissions): wait, do not spin. Timeouts still get
+        // their snapshot before their events, as on every path.
+        if (!outbox_.empty()) {
             publish(plan, StepTimings{});
             deliver();
         }
