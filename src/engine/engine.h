@@ -145,6 +145,7 @@ class Engine {
     void fail_request(LiveRequest& r, FinishReason why, const std::string& error);
     Event& event_for(LiveRequest& r, const Sample& c);  // this step's event of that sample
     void drop_released();
+    bool all_released() const;  // no live request (all done or none)
 
     model::Model* model_ = nullptr;
     EngineConfig cfg_;

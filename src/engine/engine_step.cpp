@@ -24,10 +24,7 @@ Event new_event(int index, Clock::time_point time, uint64_t step) {
 
 void Engine::step() {
     apply_intake();
-    const bool idle =
-        std::all_of(reqs_.begin(), reqs_.end(),
-                    [](const std::unique_ptr<LiveRequest>& r) { return r->released; });
-    if (idle) {  // publish what cancels and rejections changed, then tell their streams
+    if (all_released()) {  // publish what cancels and rejections changed, then tell their streams
         publish(scheduler::BatchPlan{}, StepTimings{});
         deliver();
         drop_released();
@@ -41,8 +38,7 @@ void Engine::step() {
     handle_timeouts(plan);
     note_admissions(plan);
     if (plan.empty()) {
-        // Nothing can run now (blocked admissions): wait, do not spin. Timeouts still get
-        // their snapshot before their events, as on every path.
+        // Nothing can run (blocked admissions): wait; timeouts get their snapshot first.
         if (!outbox_.empty()) {
             publish(plan, StepTimings{});
             deliver();
@@ -370,6 +366,11 @@ void Engine::fail_request(LiveRequest& r, FinishReason why, const std::string& e
         event_for(r, c).error = error;
         finish_sample(r, c, why, "");
     }
+}
+
+bool Engine::all_released() const {
+    return std::all_of(reqs_.begin(), reqs_.end(),
+                       [](const std::unique_ptr<LiveRequest>& r) { return r->released; });
 }
 
 void Engine::drop_released() {
