@@ -59,7 +59,8 @@ struct EngineStats {
     int64_t generation_tokens = 0;  // tokens sampled
     int64_t requests_submitted = 0;
     int64_t finished_by_reason[6] = {};  // indexed by FinishReason
-    int64_t preemptions = 0;
+    int64_t preemptions = 0;         // recompute preemptions, re-layout evictions included
+    int64_t relayout_evictions = 0;  // of those, sequences evicted by KV re-layouts
     double peak_kv_usage = 0.0;
     int32_t peak_step_batched_tokens = 0;  // most tokens one forward pass has run
     StepTimings last_step;
@@ -116,6 +117,11 @@ class Engine {
     // freed. Refused, with the old pool serving on, when the new pool cannot be allocated
     // or a live sequence could not fit it. Blocks until applied or refused.
     Result<RelayoutReport> relayout(const kvcache::KvCacheConfig& kv);
+    // Context lengths (prompt + the longest sample's output, in tokens) of the requests that
+    // finished since the last call, oldest first; requests that never ran are left out.
+    // Keeps at most kMaxFinishedLengths between calls (the oldest are dropped).
+    std::vector<int32_t> take_finished_lengths();
+    static constexpr size_t kMaxFinishedLengths = 1 << 16;
     void shutdown();
 
   private:
@@ -143,6 +149,7 @@ class Engine {
     void emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* logits);
     void finish_sample(LiveRequest& r, Sample& c, FinishReason why, std::string stop_reason);
     void fail_request(LiveRequest& r, FinishReason why, const std::string& error);
+    void note_finished_length(const LiveRequest& r);
     Event& event_for(LiveRequest& r, const Sample& c);  // this step's event of that sample
     void drop_released();
     bool all_released() const;  // no live request (all done or none)
@@ -179,6 +186,8 @@ class Engine {
     std::atomic<size_t> kv_pool_bytes_{0};
     mutable std::mutex kv_mu_;
     kvcache::KvCacheConfig kv_live_;  // guarded by kv_mu_
+    std::mutex lengths_mu_;
+    std::deque<int32_t> finished_lengths_;  // guarded by lengths_mu_
 };
 
 }  // namespace pagoda::engine

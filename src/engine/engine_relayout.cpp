@@ -36,6 +36,7 @@ Result<RelayoutReport> Engine::apply_relayout(const kvcache::KvCacheConfig& kv) 
         kv_live_ = kv;
     }
     totals_.block_size = pool_->block_size();
+    totals_.relayout_evictions += evicted.sequences;
     RelayoutReport rep;
     rep.block_size = pool_->block_size();
     rep.num_blocks = pool_->num_blocks();

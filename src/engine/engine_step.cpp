@@ -357,7 +357,23 @@ void Engine::finish_sample(LiveRequest& r, Sample& c, FinishReason why, std::str
         ev.timings = r.t;
         r.released = true;
         --unfinished_;
+        if (r.t.scheduled) note_finished_length(r);
     }
+}
+
+void Engine::note_finished_length(const LiveRequest& r) {
+    int longest = 0;
+    for (const Sample& s : r.samples) longest = std::max(longest, s.generated);
+    std::lock_guard<std::mutex> lock(lengths_mu_);
+    if (finished_lengths_.size() >= kMaxFinishedLengths) finished_lengths_.pop_front();
+    finished_lengths_.push_back(int32_t(r.usage.prompt_tokens + longest));
+}
+
+std::vector<int32_t> Engine::take_finished_lengths() {
+    std::lock_guard<std::mutex> lock(lengths_mu_);
+    std::vector<int32_t> out(finished_lengths_.begin(), finished_lengths_.end());
+    finished_lengths_.clear();
+    return out;
 }
 
 void Engine::fail_request(LiveRequest& r, FinishReason why, const std::string& error) {

@@ -548,6 +548,26 @@ TEST(EngineRelayout, UnderLoadKeepsGreedyOutputsAndRefusesWhatCannotFit) {
         EXPECT_EQ(o.ids, alone(m, cfg, greedy(prompts[i], 40))) << "request " << i;
     }
     EXPECT_EQ((*e)->stats()->blocks.used, 0);
+    EXPECT_EQ((*e)->stats()->relayout_evictions, preempted);
+    EXPECT_GE((*e)->stats()->preemptions, preempted);
+    set_log_level(LogLevel::kInfo);
+}
+
+TEST(Engine, FinishedLengthsAreContextLengthsOfRequestsThatRan) {
+    set_log_level(LogLevel::kWarn);
+    auto e = Engine::create(stories(), config(16, 64));
+    ASSERT_TRUE(e.ok());
+    const auto prompts = random_prompts(stories(), 3, 5, 30, 7);
+    std::multiset<int32_t> want;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        auto s = (*e)->submit(greedy(prompts[i], int(10 + i)));
+        ASSERT_TRUE(s.ok());
+        collect(**s);
+        want.insert(int32_t(prompts[i].size() + 10 + i));
+    }
+    const std::vector<int32_t> got = (*e)->take_finished_lengths();
+    EXPECT_EQ(std::multiset<int32_t>(got.begin(), got.end()), want);
+    EXPECT_TRUE((*e)->take_finished_lengths().empty()) << "taken once";
     set_log_level(LogLevel::kInfo);
 }
 
