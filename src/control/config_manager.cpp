@@ -52,8 +52,20 @@ Result<ConfigVersion> ConfigManager::commit(const EngineSettings& next, const st
         auto rep = engine_.relayout(kv);
         if (!rep.ok()) {
             ++refusals_;
+            // KvPool::create's allocation failure; a live sequence that cannot fit is
+            // kResourceExhausted and a bad size kInvalidArgument.
+            const bool allocation = rep.error().code == ErrorCode::kOutOfRange;
+            allocation_failures_ += allocation ? 1 : 0;
             log_warn("config_refused source={} reason=\"{}\" error=\"{}\"", source, reason,
                      rep.error().message);
+            const json detail = {{"source", source},
+                                 {"reason", reason},
+                                 {"diff", diff(current_.value, next)},
+                                 {"allocation_failure", allocation},
+                                 {"error", rep.error().message}};
+            if (Status st = db_->record_event("refusal", detail, unix_ms_now()); !st.ok()) {
+                log_warn("audit_log_failed error=\"{}\"", st.error().message);
+            }
             return rep.error();
         }
         last_relayout_ = *rep;
@@ -81,7 +93,9 @@ Result<ConfigVersion> ConfigManager::change(const ChangeRequest& req) {
 }
 
 Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to,
-                                              const std::string& reason) {
+                                              const std::string& reason,
+                                              const std::string& source,
+                                              const std::string& label) {
     std::lock_guard<std::mutex> lock(mu_);
     std::optional<ConfigVersion> target;
     if (to) {
@@ -100,16 +114,31 @@ Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to,
     }
     const std::string why =
         fmt::format("rollback to version {}{}{}", target->id, reason.empty() ? "" : ": ", reason);
-    PAGODA_ASSIGN_OR_RETURN(ConfigVersion v, commit(target->value, "rollback", why));
-    ++rollbacks_by_reason_[reason.empty() ? "manual" : reason];
+    PAGODA_ASSIGN_OR_RETURN(ConfigVersion v, commit(target->value, source, why));
+    ++rollbacks_by_reason_[label];
     return v;
+}
+
+Result<std::optional<ConfigVersion>> ConfigManager::last_stable() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return store_.last_stable(current_.id);
+}
+
+void ConfigManager::note_risk(int64_t now_ms) {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_risk_ms_ = std::max(last_risk_ms_, now_ms);
+}
+
+int64_t ConfigManager::allocation_failures() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return allocation_failures_;
 }
 
 Status ConfigManager::tick(int64_t now_ms) {
     std::lock_guard<std::mutex> lock(mu_);
     if (current_.stable_at_ms) return ok_status();
     const int64_t window_ms = int64_t(opts_.stable_window.count()) * 1000;
-    if (now_ms - current_.created_at_ms < window_ms) return ok_status();
+    if (now_ms - std::max(current_.created_at_ms, last_risk_ms_) < window_ms) return ok_status();
     PAGODA_TRY(store_.mark_stable(current_.id, now_ms));
     current_.stable_at_ms = now_ms;
     log_info("config_stable id={}", current_.id);

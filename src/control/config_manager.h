@@ -41,11 +41,26 @@ class ConfigManager {
     Result<std::vector<ConfigVersion>> history(int limit);
     // A change that leaves the settings as they are returns the current version.
     Result<ConfigVersion> change(const ChangeRequest& req);
-    // To version `to`, or to the last stable version before the current one.
-    Result<ConfigVersion> rollback(std::optional<int64_t> to, const std::string& reason);
-    // Marks the current version stable once it has served the stable window. Called
-    // periodically (and by tests with an explicit time).
+    // To version `to`, or to the last stable version before the current one. `label` is
+    // the metric's reason label: "manual" (the admin API) or the automatic action's name.
+    Result<ConfigVersion> rollback(std::optional<int64_t> to, const std::string& reason,
+                                   const std::string& source = "rollback",
+                                   const std::string& label = "manual");
+    // The last stable version other than the current one, if any.
+    Result<std::optional<ConfigVersion>> last_stable();
+    // Marks the current version stable once it has served the stable window since it was
+    // made and since the last OOM-risk event. Called periodically (tests pass the time).
     Status tick(int64_t now_ms);
+    // An OOM-risk signal at `now_ms`: the stable window starts again.
+    void note_risk(int64_t now_ms);
+    // Changes refused when applied because a KV pool could not be allocated, since start.
+    int64_t allocation_failures() const;
+    // Runs `fn` on the state database with changes held off (StateDb is single-threaded).
+    template <typename F>
+    auto with_db(F&& fn) {
+        std::lock_guard<std::mutex> lock(mu_);
+        return fn(*db_);
+    }
 
     // pagoda_config_version, pagoda_config_changes_total{source},
     // pagoda_config_rollbacks_total{reason}, as Prometheus text.
@@ -67,6 +82,8 @@ class ConfigManager {
     std::map<std::string, int64_t> changes_by_source_;     // guarded by mu_
     std::map<std::string, int64_t> rollbacks_by_reason_;   // guarded by mu_
     int64_t refusals_ = 0;                                 // guarded by mu_
+    int64_t allocation_failures_ = 0;                      // guarded by mu_
+    int64_t last_risk_ms_ = 0;                             // guarded by mu_
     std::optional<engine::RelayoutReport> last_relayout_;  // guarded by mu_
 };
 

@@ -150,7 +150,11 @@ TEST(ConfigManager, ChangesApplyRecordConflictAndRollBack) {
     // Stable after the window; then a bad change rolls back to it.
     ASSERT_TRUE(cm.tick(v2->created_at_ms + 5000).ok());
     EXPECT_FALSE(cm.current().stable_at_ms.has_value());
+    // An OOM-risk event starts the stable window again.
+    cm.note_risk(v2->created_at_ms + 8000);
     ASSERT_TRUE(cm.tick(v2->created_at_ms + 10000).ok());
+    EXPECT_FALSE(cm.current().stable_at_ms.has_value());
+    ASSERT_TRUE(cm.tick(v2->created_at_ms + 18000).ok());
     EXPECT_TRUE(cm.current().stable_at_ms.has_value());
     ASSERT_TRUE(cm.change(req({{"max_num_seqs", 2}})).ok());
     auto back = cm.rollback(std::nullopt, "p99");
@@ -166,8 +170,10 @@ TEST(ConfigManager, ChangesApplyRecordConflictAndRollBack) {
     EXPECT_NE(text.find("pagoda_config_version{model_name=\"m\"} " + std::to_string(to_v1->id)),
               std::string::npos)
         << text;
-    EXPECT_NE(text.find("pagoda_config_rollbacks_total{model_name=\"m\",reason=\"p99\"} 1"),
-              std::string::npos);
+    // Free-text reasons stay out of the labels: admin rollbacks count as "manual".
+    EXPECT_NE(text.find("pagoda_config_rollbacks_total{model_name=\"m\",reason=\"manual\"} 2"),
+              std::string::npos)
+        << text;
 
     // A restart with the same settings continues the history; other settings add a version.
     m->reset();

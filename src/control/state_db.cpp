@@ -21,7 +21,20 @@ const char* const kSchema[] = {
     " value TEXT NOT NULL,"    // EngineSettings as JSON
     " diff TEXT NOT NULL,"     // against the version before it
     " stable_at_ms INTEGER)",  // NULL until it served a stable window without OOM risk
+    "CREATE TABLE control_state ("
+    " key TEXT PRIMARY KEY,"
+    " value TEXT NOT NULL,"  // JSON
+    " updated_at_ms INTEGER NOT NULL);"
+    "CREATE TABLE events ("
+    " id INTEGER PRIMARY KEY,"
+    " at_ms INTEGER NOT NULL,"
+    " kind TEXT NOT NULL,"
+    " detail TEXT NOT NULL)",  // JSON
 };
+
+Error db_error(const std::string& path, const SQLite::Exception& e) {
+    return Error{ErrorCode::kIo, fmt::format("state database {}: {}", path, e.what())};
+}
 
 }  // namespace
 
@@ -73,6 +86,75 @@ Result<std::unique_ptr<StateDb>> StateDb::open(const std::string& state_dir) {
         return make_error(ErrorCode::kIo, "state database {}: {} ({})", s->path_, e.what(), hint);
     }
     return s;
+}
+
+Result<std::optional<nlohmann::json>> StateDb::get_json(const std::string& key) {
+    try {
+        SQLite::Statement q(*db_, "SELECT value FROM control_state WHERE key = ?");
+        q.bind(1, key);
+        if (!q.executeStep()) return std::optional<nlohmann::json>();
+        const std::string text = q.getColumn(0).getString();
+        auto j = nlohmann::json::parse(text, nullptr, false);
+        if (j.is_discarded()) {
+            return make_error(ErrorCode::kIo, "state database {}: control_state \"{}\" is not JSON",
+                              path_, key);
+        }
+        return std::optional<nlohmann::json>(std::move(j));
+    } catch (const SQLite::Exception& e) {
+        return db_error(path_, e);
+    }
+}
+
+Status StateDb::put_json(const std::string& key, const nlohmann::json& value, int64_t now_ms) {
+    try {
+        SQLite::Statement q(*db_,
+                            "INSERT INTO control_state (key, value, updated_at_ms) VALUES (?, ?, ?) "
+                            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
+                            "updated_at_ms = excluded.updated_at_ms");
+        q.bind(1, key);
+        q.bind(2, value.dump());
+        q.bind(3, now_ms);
+        q.exec();
+        return ok_status();
+    } catch (const SQLite::Exception& e) {
+        return db_error(path_, e);
+    }
+}
+
+Status StateDb::record_event(const std::string& kind, const nlohmann::json& detail,
+                             int64_t now_ms) {
+    try {
+        SQLite::Statement q(*db_, "INSERT INTO events (at_ms, kind, detail) VALUES (?, ?, ?)");
+        q.bind(1, now_ms);
+        q.bind(2, kind);
+        q.bind(3, detail.dump());
+        q.exec();
+        return ok_status();
+    } catch (const SQLite::Exception& e) {
+        return db_error(path_, e);
+    }
+}
+
+Result<std::vector<nlohmann::json>> StateDb::events(const std::string& kind, int limit) {
+    std::vector<nlohmann::json> out;
+    try {
+        SQLite::Statement q(*db_,
+                            "SELECT id, at_ms, kind, detail FROM events WHERE (? = '' OR kind = ?) "
+                            "ORDER BY id DESC LIMIT ?");
+        q.bind(1, kind);
+        q.bind(2, kind);
+        q.bind(3, limit);
+        while (q.executeStep()) {
+            auto detail = nlohmann::json::parse(q.getColumn(3).getString(), nullptr, false);
+            out.push_back({{"id", q.getColumn(0).getInt64()},
+                           {"at_ms", q.getColumn(1).getInt64()},
+                           {"kind", q.getColumn(2).getString()},
+                           {"detail", detail.is_discarded() ? nlohmann::json() : detail}});
+        }
+    } catch (const SQLite::Exception& e) {
+        return db_error(path_, e);
+    }
+    return out;
 }
 
 }  // namespace pagoda::control

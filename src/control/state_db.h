@@ -6,7 +6,10 @@
 // Not thread-safe: its owner serialises access.
 
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 
@@ -25,6 +28,15 @@ class StateDb {
     static Result<std::unique_ptr<StateDb>> open(const std::string& state_dir);
     SQLite::Database& db() { return *db_; }
     const std::string& path() const { return path_; }
+
+    // Named JSON values of the control plane (length statistics, calibrations).
+    Result<std::optional<nlohmann::json>> get_json(const std::string& key);
+    Status put_json(const std::string& key, const nlohmann::json& value, int64_t now_ms);
+    // The audit log of automatic actions and refusals: kind (refusal, oom_signal,
+    // oom_rollback, block_size_decision, automation) and what happened.
+    Status record_event(const std::string& kind, const nlohmann::json& detail, int64_t now_ms);
+    // Newest first; kind "" for every kind. Each: {"id", "at_ms", "kind", "detail"}.
+    Result<std::vector<nlohmann::json>> events(const std::string& kind, int limit);
 
   private:
     StateDb() = default;

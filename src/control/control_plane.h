@@ -1,0 +1,96 @@
+#pragma once
+// ControlPlane: a replica's automatic control, ticked once a second. It owns the
+// ConfigManager (every change goes through it) and runs:
+// - context-length statistics: lengths of finished requests from the engine, persisted in
+//   the state database every 30 s and at shutdown, loaded at start;
+// - the block-size policy (static | seed | measured) on a decision timer, acting only when
+//   the predicted gain passes a threshold and outside a cooldown; with stored statistics a
+//   first decision runs at start, before traffic;
+// - the OOM guard: risk signals from engine and process samples; within the guard window
+//   after a change it rolls back to the last stable version, otherwise it reports.
+// Automation mode: `on` applies actions, `dry-run` records what it would do, `paused` (set by
+// a person) records nothing and acts on nothing; signals are reported in every mode. Every
+// action and decision is in the audit log (events table). Thread-safe.
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "control/block_size_policy.h"
+#include "control/config_manager.h"
+#include "control/length_stats.h"
+#include "control/oom_guard.h"
+
+namespace pagoda::control {
+
+enum class Automation { kOn, kDryRun, kPaused };
+Result<Automation> parse_automation(const std::string& s);
+const char* automation_name(Automation a);
+
+struct ControlOptions {
+    ConfigManagerOptions config;
+    BlockSizePolicy policy = BlockSizePolicy::kMeasured;  // --block-size-policy
+    int64_t decide_every_ms = 300'000;                    // --block-size-interval
+    double min_gain = 0.05;                               // --block-size-min-gain
+    int64_t cooldown_ms = 900'000;                        // --block-size-cooldown
+    int64_t recalibrate_every_ms = 86'400'000;            // --recalibrate-every
+    int64_t min_samples = 100;  // finished requests before a decision
+    SeedParams seed;
+    GuardOptions guard;
+    Automation automation = Automation::kOn;  // --automation
+};
+
+class ControlPlane {
+  public:
+    static Result<std::unique_ptr<ControlPlane>> open(engine::Engine& engine,
+                                                      const ControlOptions& opts);
+    ~ControlPlane();  // saves the statistics
+
+    ConfigManager& config() { return *cm_; }
+    void tick(int64_t now_ms);
+    // A block-size decision now, whatever the timer says (the cooldown still holds).
+    json decide_block_size(int64_t now_ms);
+    json block_size_report() const;  // GET /admin/block-size
+    json guard_report() const;       // signals of the last tick, guard settings
+    Automation automation() const;
+    Status set_automation(Automation a, const std::string& reason);
+    Result<std::vector<json>> events(const std::string& kind, int limit);
+    ContextLengthStats length_stats() const;
+    Status save_stats(int64_t now_ms);
+    std::string metrics_text(const std::string& model_name) const;
+
+  private:
+    ControlPlane(engine::Engine& e, std::unique_ptr<ConfigManager> cm, ControlOptions o)
+        : engine_(e), cm_(std::move(cm)), o_(std::move(o)), guard_(o_.guard),
+          automation_(o_.automation) {}
+    Status load_or_calibrate(int64_t now_ms);
+    json decide_locked(int64_t now_ms);  // mu_ held
+    void guard_tick(int64_t now_ms);     // mu_ held
+    void record(const std::string& kind, const json& detail, int64_t now_ms);
+
+    engine::Engine& engine_;
+    std::unique_ptr<ConfigManager> cm_;
+    ControlOptions o_;
+    mutable std::mutex mu_;
+    // Guarded by mu_:
+    ContextLengthStats stats_;
+    bool stats_dirty_ = false;
+    int64_t last_save_ms_ = 0;
+    std::optional<Calibration> cal_;
+    int64_t calibrated_at_ms_ = 0;
+    double seed_scaling_ = 0.15;
+    int64_t last_decision_ms_ = 0, last_policy_change_ms_ = 0;
+    json last_decision_;
+    int64_t peak_running_ = 0;
+    double peak_kv_usage_ = 0;
+    OomGuard guard_;
+    std::vector<GuardSignal> signals_;  // of the last tick
+    std::map<std::string, int64_t> signal_counts_;
+    std::map<std::string, int64_t> decisions_;  // by action
+    std::vector<std::string> last_signal_names_;
+    Automation automation_ = Automation::kOn;
+    int64_t allocation_failures_seen_ = 0;
+    int64_t guard_rollbacks_ = 0;
+};
+
+}  // namespace pagoda::control
