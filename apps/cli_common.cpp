@@ -13,6 +13,29 @@ std::string default_model_path() {
     return PAGODA_DEFAULT_MODEL;
 }
 
+Result<int64_t> parse_duration_ms(const std::string& s) {
+    size_t end = 0;
+    double v = -1;
+    try {
+        v = std::stod(s, &end);
+    } catch (...) {
+    }
+    const std::string unit = v >= 0 ? s.substr(end) : "";
+    const double mult = unit == "ms"                  ? 1
+                        : unit.empty() || unit == "s" ? 1e3
+                        : unit == "m"                 ? 60e3
+                        : unit == "h"                 ? 3600e3
+                        : unit == "d"                 ? 86400e3
+                                                      : -1;
+    if (v < 0 || mult < 0) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "duration '{}' is not a number of seconds or a number with a unit "
+                          "(examples: 90, 90s, 500ms, 5m, 24h, 1d)",
+                          s);
+    }
+    return int64_t(v * mult);
+}
+
 Result<int64_t> parse_memory(const std::string& s) {
     if (s.empty()) return make_error(ErrorCode::kInvalidArgument, "empty memory size");
     size_t end = 0;

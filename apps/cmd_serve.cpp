@@ -12,6 +12,7 @@
 #include "apps/cli_common.h"
 #include "apps/commands.h"
 #include "apps/config_admin.h"
+#include "apps/config_file.h"
 #include "apps/engine_flags.h"
 #include "base/log.h"
 #include "engine/engine.h"
@@ -31,7 +32,17 @@ struct ServeFlags {
     std::vector<std::string> api_keys;
     std::vector<std::string> admin_api_keys;
     std::string state_dir;  // empty: control::default_state_dir()
-    int stable_window_s = 600;
+    std::string stable_window = "10m";
+    // The control plane (durations as parse_duration_ms takes them).
+    std::string block_size_policy = "measured";
+    std::string block_size_interval = "5m", block_size_cooldown = "15m";
+    double block_size_min_gain = 0.05;
+    std::string recalibrate_every = "24h";
+    std::string automation = "on";
+    std::string oom_guard_window = "5m";
+    double oom_guard_free_blocks = 0.02, oom_guard_preemptions = 60, oom_guard_rss_fraction = 0.9;
+    std::string memory_limit;  // empty: cgroup memory.max
+    std::string config_file;   // --config
     std::string served_model_name;
     int shutdown_timeout = 30;
     bool vllm_metrics = true;
@@ -155,6 +166,39 @@ int warm_api(server::OpenAiServer& api) {
     return ok;
 }
 
+Result<control::ControlOptions> control_options(const ServeFlags& f) {
+    control::ControlOptions o;
+    o.config.state_dir = f.state_dir.empty() ? control::default_state_dir() : f.state_dir;
+    auto ms = [](const std::string& flag, const std::string& v) -> Result<int64_t> {
+        auto d = parse_duration_ms(v);
+        if (!d.ok()) return Error{d.error().code, flag + ": " + d.error().message};
+        return d;
+    };
+    PAGODA_ASSIGN_OR_RETURN(const int64_t stable, ms("--stable-window", f.stable_window));
+    o.config.stable_window = std::chrono::seconds(std::max<int64_t>(stable / 1000, 1));
+    PAGODA_ASSIGN_OR_RETURN(o.policy, control::parse_block_size_policy(f.block_size_policy));
+    PAGODA_ASSIGN_OR_RETURN(o.decide_every_ms, ms("--block-size-interval", f.block_size_interval));
+    PAGODA_ASSIGN_OR_RETURN(o.cooldown_ms, ms("--block-size-cooldown", f.block_size_cooldown));
+    PAGODA_ASSIGN_OR_RETURN(o.recalibrate_every_ms,
+                            ms("--recalibrate-every", f.recalibrate_every));
+    PAGODA_ASSIGN_OR_RETURN(o.guard.window_ms, ms("--oom-guard-window", f.oom_guard_window));
+    o.min_gain = f.block_size_min_gain;
+    o.guard.free_blocks_fraction = f.oom_guard_free_blocks;
+    o.guard.preemptions_per_minute = f.oom_guard_preemptions;
+    o.guard.rss_fraction = f.oom_guard_rss_fraction;
+    if (f.memory_limit.empty()) {
+        o.guard.memory_limit_bytes = control::read_cgroup_memory_limit();
+    } else {
+        auto m = parse_memory(f.memory_limit);
+        if (!m.ok()) return Error{m.error().code, "--memory-limit: " + m.error().message};
+        o.guard.memory_limit_bytes = *m;
+    }
+    auto a = control::parse_automation(f.automation);
+    if (!a.ok()) return Error{a.error().code, "--automation: " + a.error().message};
+    o.automation = *a;
+    return o;
+}
+
 int run_serve(const ServeFlags& f) {
     // Signals are taken by sigwait below; block them before any thread starts.
     sigset_t sigs;
@@ -183,11 +227,12 @@ int run_serve(const ServeFlags& f) {
     if (const char* k = std::getenv("PAGODA_ADMIN_API_KEY"); k != nullptr && *k != '\0') {
         sc.admin_api_keys.emplace_back(k);
     }
-    auto cm = control::ConfigManager::open(
-        **eng, {.state_dir = f.state_dir.empty() ? control::default_state_dir() : f.state_dir,
-                .stable_window = std::chrono::seconds(f.stable_window_s)});
-    if (!cm.ok()) return fail(cm.error());
-    sc.config_admin = make_config_admin(std::move(cm).value());
+    auto ctl = control_options(f);
+    if (!ctl.ok()) return fail(ctl.error());
+    auto plane = control::ControlPlane::open(**eng, *ctl);
+    if (!plane.ok()) return fail(plane.error());
+    std::shared_ptr<ControlAdmin> admin = make_config_admin(std::move(plane).value());
+    sc.config_admin = admin;
     sc.vllm_metrics = f.vllm_metrics;
     std::atomic<http::Server*> server_ptr{nullptr};
     sc.open_connections = [&server_ptr] {
@@ -207,6 +252,8 @@ int run_serve(const ServeFlags& f) {
              kernels::cpu::simd_target_name());
     const std::string w = warmup(**eng, **m);
     const int api_ok = warm_api(api);
+    (*eng)->take_finished_lengths();  // warmup requests are not traffic
+    admin->start_ticking();
     api.set_ready(true);
     log_info("ready seconds={:.2f} warmup=\"{}\" api_requests_ok={}/4",
              std::chrono::duration<double>(Clock::now() - t0).count(), w, api_ok);
@@ -241,6 +288,53 @@ int run_serve(const ServeFlags& f) {
 
 }  // namespace
 
+void add_control_flags(CLI::App* c, ServeFlags& f) {
+    c->add_option("--block-size-policy", f.block_size_policy,
+                  "How the KV block size follows the traffic: static (as --block-size), seed "
+                  "(the published heuristic), measured (lowest cost on this machine's kernels "
+                  "for the observed context lengths)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"static", "seed", "measured"}));
+    c->add_option("--block-size-interval", f.block_size_interval,
+                  "How often the block-size policy decides (5m, 1h, seconds)")
+        ->capture_default_str();
+    c->add_option("--block-size-min-gain", f.block_size_min_gain,
+                  "Predicted gain below which `measured` keeps the current block size")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
+    c->add_option("--block-size-cooldown", f.block_size_cooldown,
+                  "Least time between two policy changes of the block size")
+        ->capture_default_str();
+    c->add_option("--recalibrate-every", f.recalibrate_every,
+                  "How often `seed` refits its scaling factor from the measured kernel cost")
+        ->capture_default_str();
+    c->add_option("--automation", f.automation,
+                  "Automatic actions (block-size policy, OOM guard rollbacks): on, dry-run "
+                  "(recorded in the audit log, not applied), paused; PUT /admin/automation "
+                  "changes it at run time")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"on", "dry-run", "paused"}));
+    c->add_option("--oom-guard-window", f.oom_guard_window,
+                  "After a config change, how long an OOM-risk signal rolls it back (to the last "
+                  "stable version); later signals are reported only")
+        ->capture_default_str();
+    c->add_option("--oom-guard-free-blocks", f.oom_guard_free_blocks,
+                  "OOM risk: free KV blocks under this fraction of the pool while requests wait")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
+    c->add_option("--oom-guard-preemptions", f.oom_guard_preemptions,
+                  "OOM risk: recompute preemptions per minute above this")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1e9));
+    c->add_option("--oom-guard-rss-fraction", f.oom_guard_rss_fraction,
+                  "OOM risk: resident memory above this fraction of the memory limit")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
+    c->add_option("--memory-limit", f.memory_limit,
+                  "The memory limit the OOM guard measures against (512MiB, 8GiB; default the "
+                  "cgroup's memory.max, none when unlimited)");
+}
+
 void add_serve(CLI::App& app, std::function<int()>& action) {
     auto f = std::make_shared<ServeFlags>();
     CLI::App* c = app.add_subcommand(
@@ -261,11 +355,11 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
     c->add_option("--state-dir", f->state_dir,
                   "Directory of the control state (pagoda.db: config versions; default "
                   "$XDG_STATE_HOME/pagoda, else ~/.local/state/pagoda)");
-    c->add_option("--stable-window", f->stable_window_s,
-                  "Seconds a config version must serve before it counts as stable (a rollback "
-                  "target)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 7 * 86400));
+    c->add_option("--stable-window", f->stable_window,
+                  "How long a config version must serve without OOM risk before it counts as "
+                  "stable (a rollback target): seconds, or 90s, 10m, 1h")
+        ->capture_default_str();
+    add_control_flags(c, *f);
     c->add_option("--served-model-name", f->served_model_name,
                   "Model name in the API (default: the file name)");
     c->add_option("--shutdown-timeout", f->shutdown_timeout,
@@ -279,7 +373,13 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
     c->add_option("--max-request-body", f->max_body, "Largest request body in bytes (413 above)")
         ->capture_default_str();
     add_engine_flags(c, f->engine);
-    c->callback([f, &action] { action = [f] { return run_serve(*f); }; });
+    add_config_file_option(c, f->config_file);
+    c->callback([c, f, &action] {
+        action = [c, f] {
+            if (Status st = apply_config_file(c, f->config_file); !st.ok()) return fail(st.error());
+            return run_serve(*f);
+        };
+    });
 }
 
 }  // namespace pagoda::app

@@ -34,18 +34,21 @@ AdminReply failure(const Error& e, const control::ConfigVersion& current) {
     return {status, {{"error", err}, {"current_version", current.id}}};
 }
 
-class Admin : public server::ConfigAdmin {
+class Admin : public ControlAdmin {
   public:
-    explicit Admin(std::unique_ptr<control::ConfigManager> m) : m_(std::move(m)) {
-        ticker_ = std::thread([this] { tick_loop(); });
-    }
+    explicit Admin(std::unique_ptr<control::ControlPlane> cp)
+        : cp_(std::move(cp)), m_(&cp_->config()) {}
     ~Admin() override {
         {
             std::lock_guard<std::mutex> lock(mu_);
             stop_ = true;
         }
         cv_.notify_all();
-        ticker_.join();
+        if (ticker_.joinable()) ticker_.join();
+    }
+
+    void start_ticking() override {
+        if (!ticker_.joinable()) ticker_ = std::thread([this] { tick_loop(); });
     }
 
     AdminReply get() override { return {200, m_->current().to_json()}; }
@@ -75,21 +78,52 @@ class Admin : public server::ConfigAdmin {
         return {200, v->to_json()};
     }
 
+    AdminReply block_size(bool decide_now) override {
+        if (decide_now) cp_->decide_block_size(control::unix_ms_now());
+        return {200, cp_->block_size_report()};
+    }
+
+    AdminReply oom_guard() override { return {200, cp_->guard_report()}; }
+
+    AdminReply automation(const std::optional<nlohmann::json>& put) override {
+        if (put) {
+            const auto mode = put->find("mode");
+            if (mode == put->end() || !mode->is_string()) {
+                return failure(Error{ErrorCode::kInvalidArgument,
+                                     "body must be {\"mode\": \"on\" | \"dry-run\" | \"paused\", "
+                                     "\"reason\": \"...\"}"},
+                               m_->current());
+            }
+            auto a = control::parse_automation(mode->get<std::string>());
+            if (!a.ok()) return failure(a.error(), m_->current());
+            const std::string reason = put->value("reason", std::string("admin API"));
+            if (Status st = cp_->set_automation(*a, reason); !st.ok()) {
+                return failure(st.error(), m_->current());
+            }
+        }
+        return {200, {{"mode", control::automation_name(cp_->automation())}}};
+    }
+
+    AdminReply events(const std::string& kind, int limit) override {
+        auto ev = cp_->events(kind, limit);
+        if (!ev.ok()) return failure(ev.error(), m_->current());
+        return {200, {{"events", *ev}}};
+    }
+
     std::string metrics_text(const std::string& model_name) override {
-        return m_->metrics_text(model_name);
+        return cp_->metrics_text(model_name);
     }
 
   private:
     void tick_loop() {
         std::unique_lock<std::mutex> lock(mu_);
-        while (!cv_.wait_for(lock, std::chrono::seconds(5), [this] { return stop_; })) {
-            if (Status st = m_->tick(control::unix_ms_now()); !st.ok()) {
-                log_warn("config_tick_failed error=\"{}\"", st.error().message);
-            }
+        while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+            cp_->tick(control::unix_ms_now());
         }
     }
 
-    std::unique_ptr<control::ConfigManager> m_;
+    std::unique_ptr<control::ControlPlane> cp_;
+    control::ConfigManager* m_;
     std::mutex mu_;
     std::condition_variable cv_;
     bool stop_ = false;  // guarded by mu_
@@ -98,9 +132,8 @@ class Admin : public server::ConfigAdmin {
 
 }  // namespace
 
-std::shared_ptr<server::ConfigAdmin> make_config_admin(
-    std::unique_ptr<control::ConfigManager> manager) {
-    return std::make_shared<Admin>(std::move(manager));
+std::shared_ptr<ControlAdmin> make_config_admin(std::unique_ptr<control::ControlPlane> plane) {
+    return std::make_shared<Admin>(std::move(plane));
 }
 
 }  // namespace pagoda::app

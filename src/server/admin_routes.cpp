@@ -65,6 +65,30 @@ std::optional<int64_t> if_match(const http::Request& req) {
 
 http::Reply from_admin(const AdminReply& r) { return reply(json_response(r.status, r.body)); }
 
+// The value of `key` in the target's query string ("" when absent).
+std::string query_string(const std::string& target, const std::string& key) {
+    const size_t q = target.find('?');
+    if (q == std::string::npos) return "";
+    size_t pos = q + 1;
+    while (pos < target.size()) {
+        const size_t amp = std::min(target.find('&', pos), target.size());
+        const std::string item = target.substr(pos, amp - pos);
+        if (item.rfind(key + "=", 0) == 0) return item.substr(key.size() + 1);
+        pos = amp + 1;
+    }
+    return "";
+}
+
+// An integer query value; `fallback` when absent, -1 when not an integer.
+int query_int(const std::string& target, const std::string& key, int fallback) {
+    const std::string v = query_string(target, key);
+    if (v.empty()) return fallback;
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (*end != '\0' || n < INT32_MIN || n > INT32_MAX) return -1;
+    return int(n);
+}
+
 }  // namespace
 
 // /admin/config: GET (current), PUT (partial value; If-Match: VERSION for optimistic
@@ -75,9 +99,7 @@ http::Reply OpenAiServer::admin_config(const http::Request& req) {
     const bool get = req.method == "GET";
     if (p == "/admin/config" && get) return from_admin(c.get());
     if (p == "/admin/config/history" && get) {
-        int limit = 50;
-        const size_t q = req.target.find("limit=");
-        if (q != std::string::npos) limit = std::atoi(req.target.c_str() + q + 6);
+        const int limit = query_int(req.target, "limit", 50);
         if (limit < 1 || limit > 10000) {
             return bad_request("'limit' must be an integer in [1, 10000]", "limit");
         }
@@ -107,9 +129,37 @@ http::Reply OpenAiServer::admin_config(const http::Request& req) {
         api_error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
 }
 
+// The control plane's other routes: block size, OOM guard, automation mode, audit log.
+std::optional<http::Reply> OpenAiServer::admin_control(const http::Request& req) {
+    ConfigAdmin& c = *cfg_.config_admin;
+    const std::string& p = req.path;
+    const bool get = req.method == "GET";
+    if (p == "/admin/block-size" && get) return from_admin(c.block_size(false));
+    if (p == "/admin/block-size/decide" && req.method == "POST") return from_admin(c.block_size(true));
+    if (p == "/admin/oom-guard" && get) return from_admin(c.oom_guard());
+    if (p == "/admin/automation" && get) return from_admin(c.automation(std::nullopt));
+    if (p == "/admin/automation" && req.method == "PUT") {
+        http::Response err;
+        auto j = parse_body(req, err);
+        if (!j) return reply(err);
+        return from_admin(c.automation(*j));
+    }
+    if (p == "/admin/events" && get) {
+        const int limit = query_int(req.target, "limit", 50);
+        if (limit < 1 || limit > 10000) {
+            return bad_request("'limit' must be an integer in [1, 10000]", "limit");
+        }
+        return from_admin(c.events(query_string(req.target, "kind"), limit));
+    }
+    return std::nullopt;
+}
+
 http::Reply OpenAiServer::admin(const http::Request& req) {
     const std::string& p = req.path;
     if (cfg_.config_admin && p.rfind("/admin/config", 0) == 0) return admin_config(req);
+    if (cfg_.config_admin) {
+        if (auto r = admin_control(req)) return *r;
+    }
     if (p == "/admin/drain" && req.method == "POST") {
         start_drain();
         log_info("drain_requested via=http remote={} in_flight={}", req.remote, in_flight());

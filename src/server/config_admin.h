@@ -1,7 +1,7 @@
 #pragma once
-// ConfigAdmin: what the admin routes need of the live configuration (control/), as an
+// ConfigAdmin: what the admin routes need of the control plane (control/), as an
 // interface so that server/ and control/ (both level 5) do not include each other; apps/
-// wires control::ConfigManager to it. Implementations are thread-safe.
+// wires control::ControlPlane to it. Implementations are thread-safe.
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,6 +24,14 @@ class ConfigAdmin {
                            const std::string& reason) = 0;
     // To `to`, or to the last stable version.
     virtual AdminReply rollback(std::optional<int64_t> to, const std::string& reason) = 0;
+    // GET /admin/block-size: the policy and its last decision with its numbers; with
+    // `decide_now` (POST /admin/block-size/decide) a decision runs first.
+    virtual AdminReply block_size(bool decide_now) = 0;
+    virtual AdminReply oom_guard() = 0;  // GET /admin/oom-guard: signals and thresholds
+    // GET /admin/automation, or PUT {"mode": "on"|"dry-run"|"paused", "reason": ...}.
+    virtual AdminReply automation(const std::optional<nlohmann::json>& put) = 0;
+    // GET /admin/events?kind=K&limit=N: the audit log, newest first.
+    virtual AdminReply events(const std::string& kind, int limit) = 0;
     virtual std::string metrics_text(const std::string& model_name) = 0;
 };
 

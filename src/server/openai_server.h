@@ -5,6 +5,7 @@
 // admin_routes (/admin/*), metrics_exporter (/metrics). Transport-agnostic: handle() maps
 // an http::Request to an http::Reply on the HTTP server's I/O thread. Thread-safe.
 
+#include <optional>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -57,6 +58,7 @@ class OpenAiServer {
     http::Reply models() const;
     http::Reply admin(const http::Request& req);  // admin_routes.cpp
     http::Reply admin_config(const http::Request& req);
+    std::optional<http::Reply> admin_control(const http::Request& req);
     bool authorized(const http::Request& req) const;
     bool admin_authorized(const http::Request& req) const;
 
