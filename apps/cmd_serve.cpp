@@ -37,6 +37,7 @@ struct ServeFlags {
     std::string block_size_policy = "measured";
     std::string block_size_interval = "5m", block_size_cooldown = "15m";
     double block_size_min_gain = 0.05;
+    int64_t block_size_min_samples = 100;
     std::string recalibrate_every = "24h";
     std::string automation = "on";
     std::string oom_guard_window = "5m";
@@ -179,10 +180,10 @@ Result<control::ControlOptions> control_options(const ServeFlags& f) {
     PAGODA_ASSIGN_OR_RETURN(o.policy, control::parse_block_size_policy(f.block_size_policy));
     PAGODA_ASSIGN_OR_RETURN(o.decide_every_ms, ms("--block-size-interval", f.block_size_interval));
     PAGODA_ASSIGN_OR_RETURN(o.cooldown_ms, ms("--block-size-cooldown", f.block_size_cooldown));
-    PAGODA_ASSIGN_OR_RETURN(o.recalibrate_every_ms,
-                            ms("--recalibrate-every", f.recalibrate_every));
+    PAGODA_ASSIGN_OR_RETURN(o.recalibrate_every_ms, ms("--recalibrate-every", f.recalibrate_every));
     PAGODA_ASSIGN_OR_RETURN(o.guard.window_ms, ms("--oom-guard-window", f.oom_guard_window));
     o.min_gain = f.block_size_min_gain;
+    o.min_samples = f.block_size_min_samples;
     o.guard.free_blocks_fraction = f.oom_guard_free_blocks;
     o.guard.preemptions_per_minute = f.oom_guard_preemptions;
     o.guard.rss_fraction = f.oom_guard_rss_fraction;
@@ -302,6 +303,10 @@ void add_control_flags(CLI::App* c, ServeFlags& f) {
                   "Predicted gain below which `measured` keeps the current block size")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0));
+    c->add_option("--block-size-min-samples", f.block_size_min_samples,
+                  "Finished requests a block-size decision needs in its window")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
     c->add_option("--block-size-cooldown", f.block_size_cooldown,
                   "Least time between two policy changes of the block size")
         ->capture_default_str();

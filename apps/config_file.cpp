@@ -1,9 +1,9 @@
 #include "apps/config_file.h"
 
 #include <fmt/core.h>
+#include <toml++/toml.h>
 
 #include <CLI/CLI.hpp>
-#include <toml++/toml.h>
 
 namespace pagoda::app {
 

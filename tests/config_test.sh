@@ -2,7 +2,8 @@
 # End-to-end tests of the versioned configuration of `pagoda serve` (issue 12, first part),
 # with curl on 127.0.0.1: GET/PUT /admin/config, history, If-Match conflicts, rollback,
 # bad values that change nothing, /admin/knobs as a versioned alias, the admin key, the
-# config metrics (promtool when installed), and history surviving a restart.
+# config metrics (promtool when installed), and history surviving a restart. The servers run
+# --block-size-policy static: the policy (control_plane_test.sh) would add versions of its own.
 # Usage: config_test.sh PAGODA_BIN SOURCE_DIR
 set -uo pipefail
 BIN=$1
@@ -18,7 +19,7 @@ req() {  # METHOD PATH [BODY] [curl args...]: body to $TMP/body, prints the stat
 }
 STATE="$TMP/replica-state"
 
-start_server "$TMP/c1.log" --state-dir "$STATE" --api-key inference-key || exit 1
+start_server "$TMP/c1.log" --block-size-policy static --state-dir "$STATE" --api-key inference-key || exit 1
 
 # 1. The first start is version 1, from the flags.
 expect_eq "GET /admin/config" "$(req GET /admin/config)" "200"
@@ -64,6 +65,7 @@ grep -q 'kv_relayout block_size=32' "$TMP/c1.log" && ok "re-layout logged with i
 # A pool that cannot be allocated is refused; the old one keeps serving.
 expect_eq "unallocatable pool is refused" "$(req PUT /admin/config '{"kv_cache_memory": 17592186044416}')" "400"
 expect_in "refusal says the old pool serves" "the old pool keeps serving" "$TMP/body"
+expect_eq "the refusal is in the audit log" "$(req GET '/admin/events?kind=refusal' >/dev/null; jq_ '(len(d["events"]), d["events"][0]["detail"]["allocation_failure"], d["events"][0]["detail"]["diff"]["kv_cache_memory"]["to"])' <"$TMP/body")" "(1, True, 17592186044416)"
 expect_eq "block size unchanged after the refusal" "$(req GET /admin/config >/dev/null; jq_ 'd["value"]["block_size"]' <"$TMP/body")" "32"
 
 # 8. Requests still complete after all that.
@@ -75,7 +77,7 @@ expect_in "pagoda_config_version" 'pagoda_config_version{model_name="stories260K
 expect_in "changes by source" 'pagoda_config_changes_total{model_name="stories260K.gguf",source="admin_api"} 6' "$TMP/metrics"
 expect_in "refusals counted" 'pagoda_config_refusals_total{model_name="stories260K.gguf"} 1' "$TMP/metrics"
 expect_in "re-layout pause published" 'pagoda_kv_relayout_pause_seconds{model_name="stories260K.gguf"}' "$TMP/metrics"
-expect_in "rollbacks by reason" 'pagoda_config_rollbacks_total{model_name="stories260K.gguf",reason="test"} 1' "$TMP/metrics"
+expect_in "rollbacks by reason" 'pagoda_config_rollbacks_total{model_name="stories260K.gguf",reason="manual"} 1' "$TMP/metrics"
 if command -v promtool >/dev/null; then
     grep -v '^vllm:\|^# [A-Z]* vllm:' "$TMP/metrics" >"$TMP/metrics.native"
     promtool check metrics <"$TMP/metrics.native" >"$TMP/promtool.out" 2>&1 && ok "promtool passes the config families" || bad "promtool" "$(head -5 "$TMP/promtool.out")"
@@ -84,19 +86,19 @@ fi
 # 10. Restart: the history continues. The flags (block size 16) differ from the last
 # version (32 after the re-layouts), so the start is recorded as a version; the flags win.
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
-start_server "$TMP/c2.log" --state-dir "$STATE" --api-key inference-key || exit 1
+start_server "$TMP/c2.log" --block-size-policy static --state-dir "$STATE" --api-key inference-key || exit 1
 expect_eq "history survives a restart" "$(req GET '/admin/config/history?limit=100' >/dev/null; jq_ '(d["current_version"], len(d["versions"]), d["versions"][0]["source"], d["versions"][0]["diff"]["block_size"])' <"$TMP/body")" "(9, 9, 'startup', {'from': 32, 'to': 16})"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
-start_server "$TMP/c2b.log" --state-dir "$STATE" --api-key inference-key || exit 1
+start_server "$TMP/c2b.log" --block-size-policy static --state-dir "$STATE" --api-key inference-key || exit 1
 expect_eq "the same flags again: no new version" "$(req GET /admin/config >/dev/null; jq_ 'd["id"]' <"$TMP/body")" "9"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 # ... with other flags: recorded as a startup version.
-start_server "$TMP/c3.log" --state-dir "$STATE" --max-num-seqs 32 || exit 1
+start_server "$TMP/c3.log" --block-size-policy static --state-dir "$STATE" --max-num-seqs 32 || exit 1
 expect_eq "other flags are a new version" "$(req GET /admin/config >/dev/null; jq_ '(d["id"], d["source"], d["diff"]["max_num_seqs"]["to"])' <"$TMP/body")" "(10, 'startup', 32)"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
 # 11. The admin key: inference keys never open /admin.
-start_server "$TMP/c4.log" --state-dir "$TMP/other-state" --api-key inference-key --admin-api-key admin-key || exit 1
+start_server "$TMP/c4.log" --block-size-policy static --state-dir "$TMP/other-state" --api-key inference-key --admin-api-key admin-key || exit 1
 expect_eq "no key: 401" "$(req GET /admin/config)" "401"
 expect_eq "inference key: 401" "$(req GET /admin/config '' -H 'Authorization: Bearer inference-key')" "401"
 expect_eq "admin key: 200" "$(req GET /admin/config '' -H 'Authorization: Bearer admin-key')" "200"

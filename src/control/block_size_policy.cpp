@@ -18,9 +18,9 @@ Result<BlockSizePolicy> parse_block_size_policy(const std::string& s) {
     if (s == "static") return BlockSizePolicy::kStatic;
     if (s == "seed") return BlockSizePolicy::kSeed;
     if (s == "measured") return BlockSizePolicy::kMeasured;
-    return make_error(ErrorCode::kInvalidArgument,
-                      "--block-size-policy: unknown policy \"{}\" (allowed: static, seed, measured)",
-                      s);
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "--block-size-policy: unknown policy \"{}\" (allowed: static, seed, measured)", s);
 }
 
 const char* block_size_policy_name(BlockSizePolicy p) {
@@ -126,7 +126,8 @@ Result<Calibration> Calibration::from_json(const json& j) {
         c.lengths = j.at("lengths").get<std::vector<int64_t>>();
         for (const auto& [b, t] : j.at("seconds").items()) {
             c.seconds[std::stoi(b)] = t.get<std::vector<double>>();
-            if (c.seconds[std::stoi(b)].size() != c.lengths.size()) throw std::runtime_error("size");
+            if (c.seconds[std::stoi(b)].size() != c.lengths.size())
+                throw std::runtime_error("size");
         }
     } catch (const std::exception& e) {
         return make_error(ErrorCode::kInvalidArgument, "block-size calibration: {}", e.what());
@@ -141,11 +142,11 @@ Result<Calibration> Calibration::from_json(const json& j) {
 std::string calibration_key(const CalibrationShape& s) {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
-    return fmt::format("layers={} heads={} kv_heads={} head_dim={} kv_dtype={} simd={} threads={} "
-                       "host={}",
-                       s.num_layers, s.num_heads, s.num_kv_heads, s.head_dim,
-                       kvcache::kv_dtype_name(s.dtype), kernels::cpu::simd_target_name(),
-                       kernels::cpu::num_threads(), host);
+    return fmt::format(
+        "layers={} heads={} kv_heads={} head_dim={} kv_dtype={} simd={} threads={} "
+        "host={}",
+        s.num_layers, s.num_heads, s.num_kv_heads, s.head_dim, kvcache::kv_dtype_name(s.dtype),
+        kernels::cpu::simd_target_name(), kernels::cpu::num_threads(), host);
 }
 
 namespace {
@@ -222,9 +223,12 @@ Result<Calibration> calibrate(const CalibrationShape& s, const std::vector<int64
 // ---- measured --------------------------------------------------------------------------
 
 json Candidate::to_json() const {
-    return {{"block_size", block_size},   {"attention_us", attention_us},
-            {"waste", waste},             {"cost", cost},
-            {"pool_tokens", pool_tokens}, {"need_tokens", need_tokens},
+    return {{"block_size", block_size},
+            {"attention_us", attention_us},
+            {"waste", waste},
+            {"cost", cost},
+            {"pool_tokens", pool_tokens},
+            {"need_tokens", need_tokens},
             {"fits", fits}};
 }
 
@@ -258,7 +262,8 @@ Candidate cost_of(int b, const LengthHistogram& lengths, const Calibration& cal,
     const int64_t per_block = in.kv_bytes_per_token * b;
     c.pool_tokens = per_block > 0 ? in.kv_memory_bytes / per_block * b : 0;
     const int64_t longest = lengths.quantile(0.99);
-    c.need_tokens = int64_t(std::ceil(double(std::max<int64_t>(in.concurrency, 1)) * alloc / count));
+    c.need_tokens =
+        int64_t(std::ceil(double(std::max<int64_t>(in.concurrency, 1)) * alloc / count));
     c.need_tokens = std::max(c.need_tokens, (longest + b - 1) / b * b);
     c.fits = c.need_tokens <= c.pool_tokens;
     return c;

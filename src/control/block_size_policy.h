@@ -104,8 +104,8 @@ struct Candidate {
 
 struct MeasuredDecision {
     std::vector<Candidate> candidates;
-    int block = 0;      // the choice (the current size when nothing fits or no data)
-    double gain = 0;    // predicted cost reduction against the current size, 0..1
+    int block = 0;    // the choice (the current size when nothing fits or no data)
+    double gain = 0;  // predicted cost reduction against the current size, 0..1
     std::string reason;
     json to_json() const;
 };

@@ -92,10 +92,8 @@ Result<ConfigVersion> ConfigManager::change(const ChangeRequest& req) {
     return commit(next, req.source, req.reason.empty() ? "admin change" : req.reason);
 }
 
-Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to,
-                                              const std::string& reason,
-                                              const std::string& source,
-                                              const std::string& label) {
+Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to, const std::string& reason,
+                                              const std::string& source, const std::string& label) {
     std::lock_guard<std::mutex> lock(mu_);
     std::optional<ConfigVersion> target;
     if (to) {
@@ -116,6 +114,14 @@ Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to,
         fmt::format("rollback to version {}{}{}", target->id, reason.empty() ? "" : ": ", reason);
     PAGODA_ASSIGN_OR_RETURN(ConfigVersion v, commit(target->value, source, why));
     ++rollbacks_by_reason_[label];
+    return v;
+}
+
+Result<ConfigVersion> ConfigManager::guard_rollback(int64_t to, const std::string& reason) {
+    const int64_t from = current().id;
+    PAGODA_ASSIGN_OR_RETURN(ConfigVersion v, rollback(to, reason, "oom_guard", "oom_guard"));
+    std::lock_guard<std::mutex> lock(mu_);
+    PAGODA_TRY(store_.clear_stable(from));
     return v;
 }
 

@@ -46,6 +46,9 @@ class ConfigManager {
     Result<ConfigVersion> rollback(std::optional<int64_t> to, const std::string& reason,
                                    const std::string& source = "rollback",
                                    const std::string& label = "manual");
+    // The OOM guard's rollback: to the last stable version, and the version it leaves
+    // loses any stable mark (it may have turned stable before the risk showed).
+    Result<ConfigVersion> guard_rollback(int64_t to, const std::string& reason);
     // The last stable version other than the current one, if any.
     Result<std::optional<ConfigVersion>> last_stable();
     // Marks the current version stable once it has served the stable window since it was

@@ -106,6 +106,18 @@ Result<std::vector<ConfigVersion>> ConfigStore::history(int limit) {
     return out;
 }
 
+Status ConfigStore::clear_stable(int64_t id) {
+    try {
+        SQLite::Statement q(db_.db(),
+                            "UPDATE config_versions SET stable_at_ms = NULL WHERE id = ?");
+        q.bind(1, id);
+        q.exec();
+    } catch (const SQLite::Exception& e) {
+        return db_error(db_, e);
+    }
+    return ok_status();
+}
+
 Status ConfigStore::mark_stable(int64_t id, int64_t now_ms) {
     try {
         SQLite::Statement q(db_.db(),

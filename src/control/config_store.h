@@ -38,6 +38,8 @@ class ConfigStore {
     // Newest first, at most `limit`.
     Result<std::vector<ConfigVersion>> history(int limit);
     Status mark_stable(int64_t id, int64_t now_ms);
+    // A version the OOM guard rolled back is never a rollback target again.
+    Status clear_stable(int64_t id);
     // The newest stable version other than `except` (the one running), if any.
     Result<std::optional<ConfigVersion>> last_stable(int64_t except);
 

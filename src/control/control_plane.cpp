@@ -55,9 +55,9 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::open(engine::Engine& engine,
     if (*stored) {
         auto s = ContextLengthStats::from_json(**stored);
         if (!s.ok()) {
-            return make_error(ErrorCode::kIo, "{}: stored {}: {}", cp->cm_->with_db([](StateDb& db) {
-                return db.path();
-            }), kStatsKey, s.error().message);
+            return make_error(ErrorCode::kIo, "{}: stored {}: {}",
+                              cp->cm_->with_db([](StateDb& db) { return db.path(); }), kStatsKey,
+                              s.error().message);
         }
         cp->stats_ = std::move(s).value();
     }
@@ -104,7 +104,8 @@ Status ControlPlane::load_or_calibrate(int64_t now_ms) {
         calibrated_at_ms_ = now_ms;
         json j = cal_->to_json();
         j["at_ms"] = now_ms;
-        PAGODA_TRY(cm_->with_db([&](StateDb& db) { return db.put_json(kCalibrationKey, j, now_ms); }));
+        PAGODA_TRY(
+            cm_->with_db([&](StateDb& db) { return db.put_json(kCalibrationKey, j, now_ms); }));
         log_info("block_size_calibrated seconds={:.2f} key=\"{}\"",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), key);
     }
@@ -145,7 +146,8 @@ void ControlPlane::tick(int64_t now_ms) {
         if (Status s = cm_->tick(now_ms); !s.ok()) {
             log_warn("config_tick_failed error=\"{}\"", s.error().message);
         }
-        if (o_.policy != BlockSizePolicy::kStatic && now_ms - last_decision_ms_ >= o_.decide_every_ms) {
+        if (o_.policy != BlockSizePolicy::kStatic &&
+            now_ms - last_decision_ms_ >= o_.decide_every_ms) {
             decide_locked(now_ms);
         }
     }

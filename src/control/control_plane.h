@@ -34,7 +34,7 @@ struct ControlOptions {
     double min_gain = 0.05;                               // --block-size-min-gain
     int64_t cooldown_ms = 900'000;                        // --block-size-cooldown
     int64_t recalibrate_every_ms = 86'400'000;            // --recalibrate-every
-    int64_t min_samples = 100;  // finished requests before a decision
+    int64_t min_samples = 100;                            // finished requests before a decision
     SeedParams seed;
     GuardOptions guard;
     Automation automation = Automation::kOn;  // --automation
@@ -61,7 +61,10 @@ class ControlPlane {
 
   private:
     ControlPlane(engine::Engine& e, std::unique_ptr<ConfigManager> cm, ControlOptions o)
-        : engine_(e), cm_(std::move(cm)), o_(std::move(o)), guard_(o_.guard),
+        : engine_(e),
+          cm_(std::move(cm)),
+          o_(std::move(o)),
+          guard_(o_.guard),
           automation_(o_.automation) {}
     Status load_or_calibrate(int64_t now_ms);
     json decide_locked(int64_t now_ms);  // mu_ held

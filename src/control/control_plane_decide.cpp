@@ -126,8 +126,8 @@ void ControlPlane::guard_tick(int64_t now_ms) {
     signals_ = guard_.observe(s);
     const int64_t failures = cm_->allocation_failures();
     if (failures > allocation_failures_seen_) {
-        signals_.push_back(OomGuard::allocation_failure(
-            fmt::format("{} change(s) refused since the last tick", failures - allocation_failures_seen_)));
+        signals_.push_back(OomGuard::allocation_failure(fmt::format(
+            "{} change(s) refused since the last tick", failures - allocation_failures_seen_)));
         allocation_failures_seen_ = failures;
     }
     std::vector<std::string> names;
@@ -145,16 +145,19 @@ void ControlPlane::guard_tick(int64_t now_ms) {
     }
     const ConfigVersion cur = cm_->current();
     auto stable = cm_->last_stable();
-    const bool differs = stable.ok() && *stable && !((*stable)->value == cur.value);
+    // Never against the guard's own rollback: it returned to the last stable value.
+    const bool differs =
+        stable.ok() && *stable && !((*stable)->value == cur.value) && cur.source != "oom_guard";
     const GuardAction a = guard_action(true, now_ms, cur.created_at_ms, differs, o_.guard);
     json detail = {{"signals", sig}, {"version", cur.id}, {"action", guard_action_name(a)}};
     if (a == GuardAction::kRollback && automation_ == Automation::kOn) {
         detail["target"] = (*stable)->id;
-        auto v = cm_->rollback((*stable)->id, "OOM guard: " + text, "oom_guard", "oom_guard");
+        auto v = cm_->guard_rollback((*stable)->id, "OOM guard: " + text);
         if (v.ok()) {
             ++guard_rollbacks_;
             detail["new_version"] = v->id;
-            log_warn("oom_guard_rollback from={} to={} signals=\"{}\"", cur.id, (*stable)->id, text);
+            log_warn("oom_guard_rollback from={} to={} signals=\"{}\"", cur.id, (*stable)->id,
+                     text);
         } else {
             detail["error"] = v.error().message;
             log_warn("oom_guard_rollback_failed error=\"{}\"", v.error().message);

@@ -98,8 +98,8 @@ Result<LengthHistogram> LengthHistogram::from_json(const json& j) {
             b = std::stoi(key);
         } catch (const std::exception&) {
         }
-        if (b < 0 || b >= kBuckets || !v.is_array() || v.size() != 2 ||
-            !v[0].is_number_integer() || !v[1].is_number() || v[0].get<int64_t>() < 0) {
+        if (b < 0 || b >= kBuckets || !v.is_array() || v.size() != 2 || !v[0].is_number_integer() ||
+            !v[1].is_number() || v[0].get<int64_t>() < 0) {
             return make_error(ErrorCode::kInvalidArgument,
                               "length histogram: bad bucket \"{}\" (want 0..{} -> [count, sum])",
                               key, kBuckets - 1);
@@ -136,7 +136,8 @@ const LengthHistogram& ContextLengthStats::window_for(int64_t unix_ms, int64_t m
 json ContextLengthStats::to_json() const {
     json hours = json::object();
     for (int h = 0; h < 24; ++h) {
-        if (by_hour_[size_t(h)].count() > 0) hours[std::to_string(h)] = by_hour_[size_t(h)].to_json();
+        if (by_hour_[size_t(h)].count() > 0)
+            hours[std::to_string(h)] = by_hour_[size_t(h)].to_json();
     }
     return {{"all", all_.to_json()}, {"by_hour_utc", hours}, {"ema", ema_}};
 }
@@ -144,8 +145,9 @@ json ContextLengthStats::to_json() const {
 Result<ContextLengthStats> ContextLengthStats::from_json(const json& j) {
     ContextLengthStats s;
     if (!j.is_object() || !j.contains("all") || !j.contains("ema") || !j["ema"].is_number()) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "context-length statistics: expected {{\"all\", \"by_hour_utc\", \"ema\"}}");
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "context-length statistics: expected {{\"all\", \"by_hour_utc\", \"ema\"}}");
     }
     PAGODA_ASSIGN_OR_RETURN(s.all_, LengthHistogram::from_json(j["all"]));
     s.ema_ = j["ema"].get<double>();

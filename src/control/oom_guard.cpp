@@ -48,12 +48,11 @@ std::vector<GuardSignal> OomGuard::observe(const GuardSample& s) {
     if (span_min >= 10.0 / 60 && double(preempted) / span_min > o_.preemptions_per_minute) {
         const double rate = double(preempted) / span_min;
         out.push_back({"preemption_rate", rate, o_.preemptions_per_minute,
-                       fmt::format("{:.0f} preemptions per minute ({} in the last {:.0f} s)",
-                                   rate, preempted, span_min * 60)});
+                       fmt::format("{:.0f} preemptions per minute ({} in the last {:.0f} s)", rate,
+                                   preempted, span_min * 60)});
     }
-    const double rss_frac = o_.memory_limit_bytes > 0
-                                ? double(s.rss_bytes) / double(o_.memory_limit_bytes)
-                                : 0.0;
+    const double rss_frac =
+        o_.memory_limit_bytes > 0 ? double(s.rss_bytes) / double(o_.memory_limit_bytes) : 0.0;
     high_rss_run_ = rss_frac > o_.rss_fraction ? high_rss_run_ + 1 : 0;
     if (high_rss_run_ >= o_.sustain) {
         out.push_back({"rss", rss_frac, o_.rss_fraction,

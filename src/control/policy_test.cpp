@@ -224,8 +224,7 @@ TEST(MeasuredPolicy, CalibrationOnTheRealKernel) {
 
 // ---- OOM guard -------------------------------------------------------------------------
 
-GuardSample sample(int64_t t_s, int64_t free, int64_t waiting, int64_t preempted,
-                   int64_t rss = 0) {
+GuardSample sample(int64_t t_s, int64_t free, int64_t waiting, int64_t preempted, int64_t rss = 0) {
     return {t_s * 1000, free, 1000, waiting, preempted, rss};
 }
 

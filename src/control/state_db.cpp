@@ -107,10 +107,11 @@ Result<std::optional<nlohmann::json>> StateDb::get_json(const std::string& key) 
 
 Status StateDb::put_json(const std::string& key, const nlohmann::json& value, int64_t now_ms) {
     try {
-        SQLite::Statement q(*db_,
-                            "INSERT INTO control_state (key, value, updated_at_ms) VALUES (?, ?, ?) "
-                            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
-                            "updated_at_ms = excluded.updated_at_ms");
+        SQLite::Statement q(
+            *db_,
+            "INSERT INTO control_state (key, value, updated_at_ms) VALUES (?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
+            "updated_at_ms = excluded.updated_at_ms");
         q.bind(1, key);
         q.bind(2, value.dump());
         q.bind(3, now_ms);

@@ -59,8 +59,8 @@ struct EngineStats {
     int64_t generation_tokens = 0;  // tokens sampled
     int64_t requests_submitted = 0;
     int64_t finished_by_reason[6] = {};  // indexed by FinishReason
-    int64_t preemptions = 0;         // recompute preemptions, re-layout evictions included
-    int64_t relayout_evictions = 0;  // of those, sequences evicted by KV re-layouts
+    int64_t preemptions = 0;             // recompute preemptions, re-layout evictions included
+    int64_t relayout_evictions = 0;      // of those, sequences evicted by KV re-layouts
     double peak_kv_usage = 0.0;
     int32_t peak_step_batched_tokens = 0;  // most tokens one forward pass has run
     StepTimings last_step;

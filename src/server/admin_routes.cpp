@@ -135,7 +135,8 @@ std::optional<http::Reply> OpenAiServer::admin_control(const http::Request& req)
     const std::string& p = req.path;
     const bool get = req.method == "GET";
     if (p == "/admin/block-size" && get) return from_admin(c.block_size(false));
-    if (p == "/admin/block-size/decide" && req.method == "POST") return from_admin(c.block_size(true));
+    if (p == "/admin/block-size/decide" && req.method == "POST")
+        return from_admin(c.block_size(true));
     if (p == "/admin/oom-guard" && get) return from_admin(c.oom_guard());
     if (p == "/admin/automation" && get) return from_admin(c.automation(std::nullopt));
     if (p == "/admin/automation" && req.method == "PUT") {

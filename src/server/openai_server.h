@@ -5,10 +5,10 @@
 // admin_routes (/admin/*), metrics_exporter (/metrics). Transport-agnostic: handle() maps
 // an http::Request to an http::Reply on the HTTP server's I/O thread. Thread-safe.
 
-#include <optional>
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
