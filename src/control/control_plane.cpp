@@ -79,14 +79,14 @@ ControlPlane::~ControlPlane() {
     }
 }
 
-Status ControlPlane::load_or_calibrate(int64_t now_ms) {
+Status ControlPlane::load_or_calibrate(int64_t now_ms, bool fresh) {
     const model::ModelConfig& mc = engine_.model().config();
     CalibrationShape shape{mc.num_layers, mc.num_heads, mc.num_kv_heads, mc.head_dim,
                            engine_.kv_config().dtype};
     const std::string key = calibration_key(shape);
     auto stored = cm_->with_db([](StateDb& db) { return db.get_json(kCalibrationKey); });
     if (!stored.ok()) return stored.error();
-    if (*stored && (**stored).value("key", "") == key) {
+    if (!fresh && *stored && (**stored).value("key", "") == key) {
         auto c = Calibration::from_json(**stored);
         if (c.ok()) {
             cal_ = std::move(c).value();
@@ -156,6 +156,41 @@ void ControlPlane::tick(int64_t now_ms) {
             log_warn("context_lengths_save_failed error=\"{}\"", s.error().message);
         }
     }
+}
+
+void ControlPlane::recalibrate_seed(int64_t now_ms) {
+    cal_.reset();
+    calibrated_at_ms_ = now_ms;  // a failure waits for the next period too
+    if (Status st = load_or_calibrate(now_ms, /*fresh=*/true); !st.ok()) {
+        log_warn("recalibration_failed error=\"{}\"", st.error().message);
+        return;
+    }
+    const LengthHistogram& w = stats_.window_for(now_ms, o_.min_samples);
+    if (w.count() < o_.min_samples || !cal_) return;
+    MeasuredInputs in;
+    in.kv_memory_bytes = cm_->current().value.layout.kv_cache_memory_bytes;
+    const int64_t slots = engine_.num_kv_blocks() * engine_.kv_block_size();
+    in.kv_bytes_per_token = slots > 0 ? int64_t(engine_.kv_cache_bytes()) / slots : 0;
+    in.concurrency = std::max<int64_t>(peak_running_, 1);
+    in.current_block = engine_.kv_block_size();
+    const int best = measured_decide(w, *cal_, in).block;
+    SeedParams p = o_.seed;
+    p.scaling = seed_scaling_;
+    const SeedDecision sd = seed_decide(w, stats_.ema(), stats_.all().mean(), p);
+    const double before = seed_scaling_;
+    seed_scaling_ = refit_scaling(sd.predicted, best);
+    const json detail = {{"scaling_from", before},
+                         {"scaling_to", seed_scaling_},
+                         {"predicted", sd.predicted},
+                         {"measured_best", best}};
+    Status st = cm_->with_db([&](StateDb& db) {
+        return db.put_json(kSeedScalingKey, {{"scaling", seed_scaling_}, {"at_ms", now_ms}},
+                           now_ms);
+    });
+    if (!st.ok()) log_warn("seed_scaling_save_failed error=\"{}\"", st.error().message);
+    record("seed_recalibration", detail, now_ms);
+    log_info("seed_recalibration scaling_from={:.4f} scaling_to={:.4f} measured_best={}", before,
+             seed_scaling_, best);
 }
 
 json ControlPlane::decide_block_size(int64_t now_ms) {

@@ -66,7 +66,11 @@ class ControlPlane {
           o_(std::move(o)),
           guard_(o_.guard),
           automation_(o_.automation) {}
-    Status load_or_calibrate(int64_t now_ms);
+    // The stored calibration when its key matches (unless `fresh`), else a new one, stored.
+    Status load_or_calibrate(int64_t now_ms, bool fresh = false);
+    // `seed`: measure the kernels again and refit the scaling factor to the measured best
+    // block for the current distribution (every --recalibrate-every). mu_ held.
+    void recalibrate_seed(int64_t now_ms);
     json decide_locked(int64_t now_ms);  // mu_ held
     void guard_tick(int64_t now_ms);     // mu_ held
     void record(const std::string& kind, const json& detail, int64_t now_ms);
