@@ -1,6 +1,7 @@
 #include "control/config_manager.h"
 
 #include "base/log.h"
+#include "control/oom_guard.h"
 #include "metrics/metrics.h"
 
 namespace pagoda::control {
@@ -40,6 +41,20 @@ Result<std::vector<ConfigVersion>> ConfigManager::history(int limit) {
     return store_.history(limit);
 }
 
+// The new pool is allocated while the old one lives, and the kernel lets an mmap succeed
+// that touching would not survive: refuse what the machine cannot hold now.
+Result<engine::RelayoutReport> ConfigManager::fits_memory(int64_t bytes) const {
+    const int64_t avail = read_available_memory();
+    if (avail > 0 && bytes > avail) {
+        return make_error(ErrorCode::kOutOfRange,
+                          "KV re-layout refused, the old pool keeps serving: kv_cache_memory {} "
+                          "bytes ({:.1f} MiB) is more than this machine can hold now ({:.1f} MiB "
+                          "available)",
+                          bytes, double(bytes) / (1 << 20), double(avail) / (1 << 20));
+    }
+    return engine::RelayoutReport{};
+}
+
 Result<ConfigVersion> ConfigManager::commit(const EngineSettings& next, const std::string& source,
                                             const std::string& reason) {
     PAGODA_TRY(engine_.check_knobs(next.knobs));
@@ -49,7 +64,8 @@ Result<ConfigVersion> ConfigManager::commit(const EngineSettings& next, const st
         kv.dtype = next.layout.kv_cache_dtype;
         kv.memory_bytes = next.layout.kv_cache_memory_bytes;
         kv.num_blocks = 0;  // sized from memory_bytes
-        auto rep = engine_.relayout(kv);
+        auto rep = fits_memory(next.layout.kv_cache_memory_bytes);
+        if (rep.ok()) rep = engine_.relayout(kv);
         if (!rep.ok()) {
             ++refusals_;
             // KvPool::create's allocation failure; a live sequence that cannot fit is

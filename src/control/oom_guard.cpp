@@ -74,14 +74,17 @@ int64_t read_rss_bytes() {
     return resident * int64_t(sysconf(_SC_PAGESIZE));
 }
 
-int64_t read_cgroup_memory_limit() {
+namespace {
+
+// A number from this process's cgroup (v2) file `name`; 0 when unlimited ("max") or unknown.
+int64_t read_cgroup_value(const char* name) {
     std::ifstream cg("/proc/self/cgroup");
     std::string line, path;
     while (std::getline(cg, line)) {
         if (line.rfind("0::", 0) == 0) path = line.substr(3);
     }
     if (path.empty()) return 0;
-    std::ifstream f("/sys/fs/cgroup" + path + "/memory.max");
+    std::ifstream f("/sys/fs/cgroup" + path + "/" + name);
     std::string v;
     if (!(f >> v) || v == "max") return 0;
     try {
@@ -89,6 +92,26 @@ int64_t read_cgroup_memory_limit() {
     } catch (const std::exception&) {
         return 0;
     }
+}
+
+}  // namespace
+
+int64_t read_cgroup_memory_limit() { return read_cgroup_value("memory.max"); }
+
+int64_t read_available_memory() {
+    std::ifstream f("/proc/meminfo");
+    std::string key, unit;
+    int64_t kb = 0, avail = 0;
+    while (f >> key >> kb) {
+        std::getline(f, unit);
+        if (key == "MemAvailable:") avail = kb * 1024;
+    }
+    const int64_t limit = read_cgroup_memory_limit();
+    if (limit > 0) {
+        const int64_t room = std::max<int64_t>(limit - read_cgroup_value("memory.current"), 0);
+        avail = avail > 0 ? std::min(avail, room) : room;
+    }
+    return avail;
 }
 
 }  // namespace pagoda::control

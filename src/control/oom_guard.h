@@ -67,5 +67,8 @@ class OomGuard {
 int64_t read_rss_bytes();
 // memory.max of this process's cgroup (v2), 0 when unlimited or unknown.
 int64_t read_cgroup_memory_limit();
+// Memory a new allocation can still get: MemAvailable, and no more than the cgroup's
+// memory.max minus memory.current where a limit is set. 0 when unknown.
+int64_t read_available_memory();
 
 }  // namespace pagoda::control
