@@ -1,0 +1,109 @@
+#pragma once
+// The simulated GPU's performance model: what one engine step would take on a named card
+// with tensor parallelism, and how vLLM would size its memory there. A roofline per step:
+// FLOPs against the card's tensor throughput and bytes (weights / TP, KV read and written)
+// against its memory bandwidth, each derated by an efficiency factor, the larger of the two,
+// plus two ring all-reduces per layer over the card's interconnect and a fixed per-step
+// overhead. The GPU table (src/model/sim/gpus.toml) is compiled in. Pure; thread-safe.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "kernels/types.h"
+#include "model/test_model.h"
+
+namespace pagoda::model::sim {
+
+struct GpuSpec {
+    std::string name, description, interconnect, source;
+    double bf16_tflops = 0, fp8_tflops = 0;  // dense tensor-core peaks
+    int64_t memory_mib = 0;
+    double memory_tbps = 0;      // TB/s
+    double link_gbps = 0;        // GB/s per direction per GPU
+    double link_latency_us = 0;  // per ring hop
+    int64_t memory_bytes() const { return memory_mib << 20; }
+};
+
+// Parses a table like gpus.toml; errors name the origin, the card and the key.
+Result<std::vector<GpuSpec>> parse_gpu_table(std::string_view toml, std::string_view origin);
+const std::vector<GpuSpec>& builtin_gpus();
+Result<GpuSpec> find_gpu(const std::string& name);  // the error lists the known cards
+
+struct SimShape {
+    int layers = 0, dim = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
+    int64_t vocab = 0;
+    bool tied_embeddings = false;
+    int64_t layer_params() const;    // matmul weights of all layers (norms left out)
+    int64_t lm_head_params() const;  // vocab x dim
+    int64_t total_params() const;    // + lm head, embedding unless tied, RMS norm weights
+    static SimShape of(const ModelShape& s);
+};
+
+enum class WeightType { kBf16, kFp8 };
+Result<WeightType> parse_weight_type(const std::string& s);
+
+struct Efficiency {
+    double compute = 0.5;           // of the tensor-core peak reached by the matmuls
+    double memory = 0.75;           // of the memory bandwidth reached by weight and KV streaming
+    double network = 0.6;           // of the link bandwidth reached by all-reduce
+    double step_overhead_ms = 0.5;  // launch, scheduling, sampling per step
+    Status validate() const;
+};
+
+// One sequence's part of a step: `new_tokens` computed after `context` cached ones.
+struct SeqWork {
+    int new_tokens = 1;
+    int64_t context = 0;
+    bool logits = true;  // it samples this step (the last chunk of a prefill, or a decode)
+};
+
+struct StepCost {
+    double flops = 0;          // all GPUs
+    double bytes_per_gpu = 0;  // weights / TP + KV read and written
+    double comm_bytes = 0;     // all-reduce payload per GPU
+    double compute_s = 0, memory_s = 0, comm_s = 0, overhead_s = 0;
+    double total_s = 0;  // max(compute, memory) + comm + overhead
+};
+
+// Per GPU, as vLLM sizes it: the budget is memory x gpu_memory_utilization; weights,
+// the activation peak of a max_num_batched_tokens forward pass and non-torch memory (CUDA
+// context, NCCL buffers) come off it; the rest is KV cache.
+struct MemoryPlan {
+    int64_t total = 0, budget = 0, weights = 0, activation = 0, non_torch = 0, kv = 0;
+    int64_t kv_bytes_per_token = 0;  // on one GPU
+    int64_t num_blocks(int block_size) const;
+};
+
+class PerfModel {
+  public:
+    // Errors: TP that does not divide the attention heads (or the KV heads, unless it is a
+    // multiple of them: vLLM then replicates KV heads), bad efficiency factors.
+    static Result<PerfModel> create(const GpuSpec& gpu, const SimShape& shape, int tp, WeightType w,
+                                    kernels::KvDtype kv, const Efficiency& eff);
+    StepCost step(const std::vector<SeqWork>& batch) const;
+    // Error when the weights and workspace do not fit: says how much is needed and how much
+    // there is.
+    Result<MemoryPlan> memory(double gpu_memory_utilization, int max_num_batched_tokens) const;
+
+    static constexpr int64_t kNonTorchBytes = int64_t(512) << 20;  // + 256 MiB NCCL if TP > 1
+    const GpuSpec& gpu() const { return gpu_; }
+    const SimShape& shape() const { return shape_; }
+    int tp() const { return tp_; }
+    int kv_heads_per_gpu() const;
+    double weight_bytes_per_param() const { return w_ == WeightType::kFp8 ? 1.0 : 2.0; }
+    double peak_flops() const;  // per GPU, for the weight type
+
+  private:
+    PerfModel() = default;
+    GpuSpec gpu_;
+    SimShape shape_;
+    int tp_ = 1;
+    WeightType w_ = WeightType::kBf16;
+    kernels::KvDtype kv_ = kernels::KvDtype::kBF16;
+    Efficiency eff_;
+};
+
+}  // namespace pagoda::model::sim
