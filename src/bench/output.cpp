@@ -164,11 +164,9 @@ json report_json(const Report& r) {
              {"value", num(c.value)},
              {"pass", c.pass}});
     }
-    j["client"] = {{"send_lag_p50_ms", r.send_lag_p50_ms},
-                   {"send_lag_p99_ms", r.send_lag_p99_ms},
-                   {"send_lag_max_ms", r.send_lag_max_ms},
-                   {"late_sends", r.late_sends},
-                   {"saturated", r.client_saturated}};
+    j["client"] = {{"send_lag_p50_ms", r.send_lag_p50_ms},  {"send_lag_p99_ms", r.send_lag_p99_ms},
+                   {"send_lag_max_ms", r.send_lag_max_ms},  {"late_sends", r.late_sends},
+                   {"stale_connection_retries", r.retries}, {"saturated", r.client_saturated}};
     j["prompts"] = {{"synthesised", r.prompts_synthesised}, {"exact_length", r.prompts_exact}};
     j["usage_mismatches"] = r.usage_mismatches;
     j["aborted"] = r.aborted.empty() ? json(nullptr) : json(r.aborted);
@@ -199,6 +197,12 @@ std::string terminal_summary(const Report& r) {
     row(r.overall);
     o += "(latencies in ms; goodput = share of requests meeting every SLO of their class)\n";
     for (const auto& [k, v] : r.overall.errors) o += fmt::format("errors: {} x {}\n", v, k);
+    if (r.retries > 0) {
+        o += fmt::format(
+            "retries: {} requests met a keep-alive connection the server had closed and were "
+            "sent again on a fresh one (not errors)\n",
+            r.retries);
+    }
     if (r.client_saturated) {
         o += fmt::format(
             "WARNING: the client fell behind its schedule ({} sends over 10 ms late, p99 {:.1f} "

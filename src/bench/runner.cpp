@@ -357,6 +357,7 @@ RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan,
         http::ClientCallbacks cb;
         cb.on_sent = [rec, sp] { rec->sent_s = sp->now(); };
         cb.on_status = [rec](int status) { rec->status = status; };
+        cb.on_retry = [rec] { ++rec->retries; };
         cb.on_body = [sp](std::string_view d) { sp->feed(d); };
         cb.on_done = [&, rec, sp](const http::ClientError* e) {
             rec->done_s = sp->now();

@@ -177,6 +177,7 @@ Report build_report(const Scenario& s, const std::vector<RequestRecord>& records
     std::vector<double> lags;
     for (const auto& r : records) {
         if (r.target != target) continue;
+        rep.retries += r.retries;
         if (r.sent_s >= 0) {
             double lag = (r.sent_s - r.scheduled_s) * 1000;
             lags.push_back(lag);

@@ -24,6 +24,7 @@ struct RequestRecord {
     int64_t target_input = 0, target_output = 0;
     int64_t prompt_tokens = -1, completion_tokens = -1;  // server's usage; -1 = not reported
     int status = 0;                                      // HTTP status, 0 = none
+    int retries = 0;  // sent again on a fresh connection after a stale keep-alive one
     std::string
         error_kind;  // empty = success; connect, timeout, io, protocol, http_4xx, http_5xx, stream
     std::string error;
@@ -90,6 +91,7 @@ struct Report {
     // Client honesty: how late requests were sent against their schedule.
     double send_lag_p50_ms = 0, send_lag_p99_ms = 0, send_lag_max_ms = 0;
     int64_t late_sends = 0;  // more than 10 ms late
+    int64_t retries = 0;     // requests sent again after a stale keep-alive connection
     bool client_saturated = false;
     std::string aborted;  // why the run stopped early; empty = it did not
     int64_t prompts_exact = 0, prompts_synthesised = 0;

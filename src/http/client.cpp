@@ -78,6 +78,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     std::vector<std::unique_ptr<beast::tcp_stream>> idle;  // I/O thread only
     std::atomic<int64_t> in_flight{0};
     std::atomic<int64_t> opened{0};
+    std::atomic<int64_t> retries{0};
 
     asio::awaitable<std::unique_ptr<beast::tcp_stream>> connect() {
         auto s = std::make_unique<beast::tcp_stream>(ioc);
@@ -106,16 +107,18 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                 hreq.body() = std::move(req.body);
                 hreq.prepare_payload();
             }
-            // A pooled connection the server closed meanwhile fails at once; retry once fresh.
+            // A pooled connection the server closed while it sat idle fails before any byte
+            // of the answer arrives: send once more on a fresh connection (what HTTP clients
+            // do for a stale keep-alive connection). A fresh connection's failure is final.
             std::unique_ptr<beast::tcp_stream> s;
             beast::flat_buffer buf;
             std::optional<bhttp::response_parser<bhttp::buffer_body>> parser;
+            bool sent_reported = false;
             for (int attempt = 0;; ++attempt) {
-                bool reused = false;
-                if (!idle.empty()) {
+                const bool reused = attempt == 0 && !idle.empty();
+                if (reused) {
                     s = std::move(idle.back());
                     idle.pop_back();
-                    reused = true;
                 } else {
                     try {
                         s = co_await connect();
@@ -134,13 +137,16 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                     s->expires_after(
                         std::chrono::milliseconds(int64_t(opts.read_timeout_s * 1000)));
                     co_await bhttp::async_write(*s, hreq, asio::use_awaitable);
-                    if (cb.on_sent) cb.on_sent();
+                    if (cb.on_sent && !sent_reported) cb.on_sent();
+                    sent_reported = true;
                     co_await bhttp::async_read_header(*s, buf, *parser, asio::use_awaitable);
                     break;
                 } catch (const boost::system::system_error& e) {
-                    if (reused && attempt == 0) {
+                    if (reused && !parser->got_some() && buf.size() == 0 &&
+                        e.code() != beast::error::timeout) {
+                        retries.fetch_add(1, std::memory_order_relaxed);
+                        if (cb.on_retry) cb.on_retry();
                         s.reset();
-                        buf.clear();
                         continue;
                     }
                     throw;
@@ -240,5 +246,7 @@ Result<ClientResponse> Client::fetch(ClientRequest req) {
 
 int64_t Client::in_flight() const { return impl_->in_flight.load(std::memory_order_relaxed); }
 int64_t Client::connections_opened() const { return impl_->opened.load(std::memory_order_relaxed); }
+
+int64_t Client::retries() const { return impl_->retries.load(std::memory_order_relaxed); }
 
 }  // namespace pagoda::http

@@ -44,7 +44,10 @@ const char* client_error_kind_name(ClientError::Kind kind);
 
 // Callbacks run on the client's I/O thread and must not block.
 struct ClientCallbacks {
-    std::function<void()> on_sent;                    // the request has been written
+    std::function<void()> on_sent;  // the request has been written (once)
+    // The request failed on a pooled keep-alive connection before any byte of the answer
+    // came (the server had closed it while idle) and is being sent again on a fresh one.
+    std::function<void()> on_retry;
     std::function<void(int status)> on_status;        // the response header arrived
     std::function<void(std::string_view)> on_body;    // body bytes, as they arrive
     std::function<void(const ClientError*)> on_done;  // exactly once; null = complete
@@ -73,6 +76,7 @@ class Client {
     Result<ClientResponse> fetch(ClientRequest req);
     int64_t in_flight() const;
     int64_t connections_opened() const;
+    int64_t retries() const;  // stale pooled connections retried on a fresh one (on_retry)
 
   private:
     Client() = default;
