@@ -44,6 +44,12 @@ struct ServeFlags {
     double oom_guard_free_blocks = 0.02, oom_guard_preemptions = 60, oom_guard_rss_fraction = 0.9;
     std::string memory_limit;  // empty: cgroup memory.max
     std::string config_file;   // --config
+    // The simulated GPU backend.
+    std::string backend = "cpu";
+    std::string sim_gpu = "a100-80g", sim_model = "llama-3-8b", sim_weight_dtype = "bf16";
+    int tensor_parallel_size = 1;
+    double gpu_memory_utilization = 0.9, sim_speed = 1.0, sim_eos_probability = 0.005;
+    uint64_t sim_seed = 0;
     std::string served_model_name;
     int shutdown_timeout = 30;
     bool vllm_metrics = true;
@@ -167,6 +173,36 @@ int warm_api(server::OpenAiServer& api) {
     return ok;
 }
 
+// --backend sim: the model from the performance model of --sim-gpu, and the engine's KV
+// pool sized as vLLM sizes it on that card (virtual: nothing is stored).
+Result<std::unique_ptr<model::Model>> simulated_model(const ServeFlags& f,
+                                                      engine::EngineConfig& cfg) {
+    model::SimOptions o;
+    o.model = f.sim_model;
+    o.vocab_path = default_model_path();
+    PAGODA_ASSIGN_OR_RETURN(o.gpu, model::sim::find_gpu(f.sim_gpu));
+    o.tp = f.tensor_parallel_size;
+    PAGODA_ASSIGN_OR_RETURN(o.weights, model::sim::parse_weight_type(f.sim_weight_dtype));
+    o.kv_dtype = f.engine.kv_dtype == "auto" ? kvcache::KvDtype::kBF16 : cfg.kv.dtype;
+    o.speed = f.sim_speed;
+    o.eos_probability = f.sim_eos_probability;
+    o.seed = f.sim_seed;
+    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> m, model::Model::simulate(o));
+    PAGODA_ASSIGN_OR_RETURN(
+        model::sim::MemoryPlan plan,
+        m->perf_model()->memory(f.gpu_memory_utilization, cfg.sched.knobs.max_num_batched_tokens));
+    cfg.kv.dtype = o.kv_dtype;
+    cfg.kv.memory_bytes = plan.kv;
+    cfg.kv.virtual_memory = true;
+    log_info(
+        "sim gpu={} model={} tp={} weights_gib={:.1f} activation_gib={:.2f} kv_gib={:.1f} "
+        "kv_blocks={} speed={}",
+        o.gpu.name, f.sim_model, o.tp, double(plan.weights) / (1 << 30),
+        double(plan.activation) / (1 << 30), double(plan.kv) / (1 << 30),
+        plan.num_blocks(cfg.kv.block_size), o.speed);
+    return m;
+}
+
 Result<control::ControlOptions> control_options(const ServeFlags& f) {
     control::ControlOptions o;
     o.config.state_dir = f.state_dir.empty() ? control::default_state_dir() : f.state_dir;
@@ -178,6 +214,13 @@ Result<control::ControlOptions> control_options(const ServeFlags& f) {
     PAGODA_ASSIGN_OR_RETURN(const int64_t stable, ms("--stable-window", f.stable_window));
     o.config.stable_window = std::chrono::seconds(std::max<int64_t>(stable / 1000, 1));
     PAGODA_ASSIGN_OR_RETURN(o.policy, control::parse_block_size_policy(f.block_size_policy));
+    if (f.backend == "sim" && o.policy == control::BlockSizePolicy::kMeasured) {
+        // Its calibration times this machine's CPU kernel, which says nothing of a GPU.
+        log_warn(
+            "block_size_policy=static reason=\"measured calibrates the CPU kernel; not with "
+            "--backend sim\"");
+        o.policy = control::BlockSizePolicy::kStatic;
+    }
     PAGODA_ASSIGN_OR_RETURN(o.decide_every_ms, ms("--block-size-interval", f.block_size_interval));
     PAGODA_ASSIGN_OR_RETURN(o.cooldown_ms, ms("--block-size-cooldown", f.block_size_cooldown));
     PAGODA_ASSIGN_OR_RETURN(o.recalibrate_every_ms, ms("--recalibrate-every", f.recalibrate_every));
@@ -211,14 +254,17 @@ int run_serve(const ServeFlags& f) {
     auto cfg = engine_config(f.engine);
     if (!cfg.ok()) return fail(cfg.error());
     const auto t0 = Clock::now();
-    auto m = model::Model::load(f.model);
-    if (!m.ok()) return fail(m.error());
+    auto m = f.backend == "sim" ? simulated_model(f, *cfg) : model::Model::load(f.model);
+    if (!m.ok()) {
+        fail(m.error());
+        return f.backend == "sim" ? 2 : 1;
+    }
     auto eng = engine::Engine::create(**m, *cfg);
     if (!eng.ok()) return fail(eng.error());
     server::ServerConfig sc;
     sc.served_model_name = f.served_model_name;
     if (sc.served_model_name.empty()) {
-        sc.served_model_name = f.model;
+        sc.served_model_name = f.backend == "sim" ? f.sim_model : f.model;
         const size_t slash = sc.served_model_name.find_last_of('/');
         if (slash != std::string::npos)
             sc.served_model_name = sc.served_model_name.substr(slash + 1);
@@ -288,6 +334,56 @@ int run_serve(const ServeFlags& f) {
 }
 
 }  // namespace
+
+void add_sim_flags(CLI::App* c, ServeFlags& f) {
+    const char* g = "Simulated GPU (--backend sim)";
+    c->add_option("--backend", f.backend,
+                  "cpu: run the model on this machine; sim: the same server, scheduler and "
+                  "control plane with step times and memory from a performance model of "
+                  "--sim-gpu (no weights are loaded)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"cpu", "sim"}))
+        ->group(g);
+    std::string gpus;
+    for (const auto& s : model::sim::builtin_gpus()) gpus += (gpus.empty() ? "" : ", ") + s.name;
+    c->add_option("--sim-gpu", f.sim_gpu, "The card to model: " + gpus)
+        ->capture_default_str()
+        ->group(g);
+    std::string shapes;
+    for (const auto& s : model::known_shapes()) shapes += (shapes.empty() ? "" : ", ") + s.name;
+    c->add_option("--sim-model", f.sim_model,
+                  "The model to simulate: a shape (" + shapes +
+                      ") or a GGUF file (its shape and tokenizer; weights are not read)")
+        ->capture_default_str()
+        ->group(g);
+    c->add_option("--tensor-parallel-size,--tp", f.tensor_parallel_size,
+                  "GPUs the model is split over (tensor parallelism)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64))
+        ->group(g);
+    c->add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
+                  "Share of each GPU's memory for weights, activations and KV cache (vLLM's)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.01, 1.0))
+        ->group(g);
+    c->add_option("--sim-weight-dtype", f.sim_weight_dtype, "Weights on the GPU: bf16, fp8")
+        ->capture_default_str()
+        ->group(g);
+    c->add_option("--sim-speed", f.sim_speed,
+                  "Divide every modelled duration by this (10: ten modelled seconds a second)")
+        ->capture_default_str()
+        ->check(CLI::Range(1e-3, 1e6))
+        ->group(g);
+    c->add_option("--sim-eos-probability", f.sim_eos_probability,
+                  "Chance that a generated token is EOS (the output-length model when "
+                  "max_tokens and ignore_eos do not decide)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0))
+        ->group(g);
+    c->add_option("--sim-seed", f.sim_seed, "Seed of the generated tokens")
+        ->capture_default_str()
+        ->group(g);
+}
 
 void add_control_flags(CLI::App* c, ServeFlags& f) {
     c->add_option("--block-size-policy", f.block_size_policy,
@@ -365,6 +461,7 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
                   "stable (a rollback target): seconds, or 90s, 10m, 1h")
         ->capture_default_str();
     add_control_flags(c, *f);
+    add_sim_flags(c, *f);
     c->add_option("--served-model-name", f->served_model_name,
                   "Model name in the API (default: the file name)");
     c->add_option("--shutdown-timeout", f->shutdown_timeout,

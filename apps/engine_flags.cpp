@@ -16,7 +16,8 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
                   "KV cache budget: bytes with unit (512MiB, 2GiB) or a fraction of RAM (0.2)")
         ->capture_default_str()
         ->group("Engine");
-    c->add_option("--kv-cache-dtype", f.kv_dtype, "KV cache storage: f32, f16, bf16")
+    c->add_option("--kv-cache-dtype", f.kv_dtype,
+                  "KV cache storage: f32, f16, bf16; auto: f32 (bf16 with --backend sim)")
         ->capture_default_str()
         ->group("Engine");
     c->add_option("-t,--threads", f.threads, "Compute threads; 0 = all cores")
@@ -61,7 +62,11 @@ Result<engine::EngineConfig> engine_config(const EngineFlags& f) {
     PAGODA_ASSIGN_OR_RETURN(int64_t mem, parse_memory(f.kv_memory));
     PAGODA_ASSIGN_OR_RETURN(kvcache::KvDtype dtype, kvcache::parse_kv_dtype(f.kv_dtype));
     engine::EngineConfig c;
-    c.kv = {.block_size = f.block_size, .dtype = dtype, .num_blocks = 0, .memory_bytes = mem};
+    c.kv = {.block_size = f.block_size,
+            .dtype = dtype,
+            .num_blocks = 0,
+            .memory_bytes = mem,
+            .virtual_memory = false};
     c.enable_prefix_caching = f.enable_prefix_caching;
     c.sched.enable_chunked_prefill = f.enable_chunked_prefill;
     c.sched.max_model_len = f.max_model_len;

@@ -16,7 +16,7 @@ namespace pagoda::app {
 struct EngineFlags {
     int block_size = 16;
     std::string kv_memory = "256MiB";
-    std::string kv_dtype = "f32";
+    std::string kv_dtype = "auto";  // f32 on the CPU, bf16 on the simulated GPU
     int threads = 0;
     int max_num_seqs = 256;
     int max_num_batched_tokens = 2048;

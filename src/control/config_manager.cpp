@@ -44,6 +44,7 @@ Result<std::vector<ConfigVersion>> ConfigManager::history(int limit) {
 // The new pool is allocated while the old one lives, and the kernel lets an mmap succeed
 // that touching would not survive: refuse what the machine cannot hold now.
 Result<engine::RelayoutReport> ConfigManager::fits_memory(int64_t bytes) const {
+    if (engine_.kv_config().virtual_memory) return engine::RelayoutReport{};  // simulated GPU
     const int64_t avail = read_available_memory();
     if (avail > 0 && bytes > avail) {
         return make_error(ErrorCode::kOutOfRange,

@@ -64,6 +64,7 @@ Result<KvPool> KvPool::create(const KvCacheConfig& cfg, int num_layers, int num_
                           "raise --kv-cache-memory",
                           cfg.memory_bytes, per_block, cfg.block_size);
     }
+    if (cfg.virtual_memory) return p;
     auto mem = HugeBuffer::allocate(per_block * size_t(p.num_blocks_));
     if (!mem.ok()) return make_error(ErrorCode::kOutOfRange, "KV cache: {}", mem.error().message);
     p.memory_ = std::move(mem).value();
@@ -73,6 +74,10 @@ Result<KvPool> KvPool::create(const KvCacheConfig& cfg, int num_layers, int num_
 kernels::PagedKv KvPool::layer(int l) const {
     PAGODA_CHECK(l >= 0 && l < num_layers_) << l;
     const size_t pool_bytes = bytes_per_block() / size_t(2 * num_layers_) * size_t(num_blocks_);
+    if (cfg_.virtual_memory) {
+        return kernels::PagedKv{nullptr,         nullptr,       cfg_.dtype,
+                                cfg_.block_size, num_kv_heads_, head_dim_};
+    }
     uint8_t* base = memory_.data() + size_t(2 * l) * pool_bytes;
     return kernels::PagedKv{base,          base + pool_bytes, cfg_.dtype, cfg_.block_size,
                             num_kv_heads_, head_dim_};
@@ -82,6 +87,7 @@ void KvPool::copy_block(BlockId src_id, BlockId dst_id) {
     const int32_t src = src_id.value(), dst = dst_id.value();
     PAGODA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_)
         << src << " " << dst;
+    if (cfg_.virtual_memory) return;
     const size_t block_bytes = bytes_per_block() / size_t(2 * num_layers_);
     const size_t pool_bytes = block_bytes * size_t(num_blocks_);
     for (int p = 0; p < 2 * num_layers_; ++p) {

@@ -28,6 +28,9 @@ struct KvCacheConfig {
     KvDtype dtype = KvDtype::kF32;       // storage type of K and V
     int64_t num_blocks = 0;              // 0: derive from memory_bytes
     int64_t memory_bytes = 256ll << 20;  // budget when num_blocks == 0
+    // No memory behind the pool (the simulated GPU's KV cache): blocks are counted and
+    // handed out as usual, nothing is stored, layer() views have null data.
+    bool virtual_memory = false;
 
     Status validate() const;
 };

@@ -133,6 +133,7 @@ int Model::prepare_kernels(int max_tokens, int max_logits_rows) {
 
 int Model::prepare_kernels_on_this_thread(int max_tokens, int max_logits_rows) {
     int n = 0;
+    if (sim_) return 0;
     auto prep = [&](const Linear& l, int m) {
         if (l.dense) n += l.dense->prepare(m);
     };
@@ -148,6 +149,7 @@ int Model::prepare_kernels_on_this_thread(int max_tokens, int max_logits_rows) {
 Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv,
                       std::vector<float>& logits) {
     PAGODA_TRY(check_batch(b, kv.block_size()));
+    if (sim_) return sim_forward(b, logits);
     const int T = b.num_tokens();
     const int D = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.ffn_dim,
               HD = cfg_.head_dim;

@@ -200,6 +200,43 @@ void ServerMetrics::write_resources(metrics::TextWriter& w, const MetricsSources
         gauge("pagoda_http_open_connections", "Open HTTP connections.",
               double(src.open_connections()));
     }
+    if (src.engine.model().simulated()) write_sim(w, src, st, model);
+}
+
+// The simulated GPU's modelled utilisation (--backend sim), per GPU of the TP group. The
+// rates of the *_seconds_total counters against modelled time are the busy fractions.
+void ServerMetrics::write_sim(metrics::TextWriter& w, const MetricsSources& src,
+                              const engine::EngineStats& st, const metrics::Labels& model) const {
+    const model::Model& m = src.engine.model();
+    const model::SimTotals t = m.sim_totals();
+    const auto* perf = m.perf_model();
+    auto counter = [&](const char* name, const char* help, double v) {
+        w.family(name, "counter", help);
+        w.sample(name, model, v);
+    };
+    counter("pagoda_sim_busy_seconds_total", "Modelled GPU time of all steps.", t.busy_s);
+    counter("pagoda_sim_tensor_seconds_total",
+            "Modelled time the tensor cores needed (the analogue of SM activity).", t.compute_s);
+    counter("pagoda_sim_hbm_seconds_total", "Modelled time memory traffic needed.", t.memory_s);
+    counter("pagoda_sim_interconnect_seconds_total",
+            "Modelled tensor-parallel all-reduce time (NVLink or PCIe).", t.comm_s);
+    counter("pagoda_sim_flops_total", "Modelled FLOPs, all GPUs.", t.flops);
+    counter("pagoda_sim_hbm_bytes_total", "Modelled bytes moved to or from HBM, per GPU.", t.bytes);
+    counter("pagoda_sim_interconnect_bytes_total", "Modelled all-reduce bytes sent, per GPU.",
+            t.comm_bytes);
+    w.family("pagoda_sim_gpu_memory_bytes", "gauge",
+             "Modelled memory of one GPU: total, and used by weights and the KV cache in use.");
+    const double total = double(perf->gpu().memory_bytes());
+    const double weights =
+        double(perf->shape().total_params()) * perf->weight_bytes_per_param() / perf->tp();
+    const double kv_used =
+        st.blocks.total > 0 ? st.blocks.usage * double(src.engine.kv_cache_bytes()) : 0;
+    w.sample("pagoda_sim_gpu_memory_bytes", {{"model_name", model.at(0).second}, {"kind", "total"}},
+             total);
+    w.sample("pagoda_sim_gpu_memory_bytes",
+             {{"model_name", model.at(0).second}, {"kind", "weights"}}, weights);
+    w.sample("pagoda_sim_gpu_memory_bytes",
+             {{"model_name", model.at(0).second}, {"kind", "kv_used"}}, kv_used);
 }
 
 }  // namespace pagoda::server

@@ -42,6 +42,8 @@ class ServerMetrics {
                              const engine::EngineStats& st, const metrics::Labels& model) const;
     void write_resources(metrics::TextWriter& w, const MetricsSources& src,
                          const engine::EngineStats& st, const metrics::Labels& model) const;
+    void write_sim(metrics::TextWriter& w, const MetricsSources& src, const engine::EngineStats& st,
+                   const metrics::Labels& model) const;
 
     metrics::Histogram ttft_, itl_, e2e_, queue_, prefill_, decode_, prompt_tokens_, gen_tokens_;
     metrics::Histogram output_;  // I/O-thread time turning engine events into JSON/SSE, per pump

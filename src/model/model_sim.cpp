@@ -1,0 +1,140 @@
+// Model::simulate and the simulated forward pass: no weights, the step time of the
+// performance model (sim/perf_model.h), deterministic pseudo-random tokens.
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "model/model.h"
+
+namespace pagoda::model {
+
+namespace {
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// The shape to model: a known shape's, or a GGUF file's (its tied output when the file
+// has no output.weight).
+Result<sim::SimShape> shape_of(const SimOptions& o, const formats::GgufFile* g,
+                               const ModelConfig* cfg) {
+    if (g == nullptr) {
+        PAGODA_ASSIGN_OR_RETURN(ModelShape s, find_shape(o.model));
+        return sim::SimShape::of(s);
+    }
+    sim::SimShape s;
+    s.layers = cfg->num_layers;
+    s.dim = cfg->dim;
+    s.heads = cfg->num_heads;
+    s.kv_heads = cfg->num_kv_heads;
+    s.head_dim = cfg->head_dim;
+    s.ffn = cfg->ffn_dim;
+    s.vocab = cfg->vocab_size;
+    s.tied_embeddings = g->find_tensor("output.weight") == nullptr;
+    return s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::simulate(const SimOptions& o) {
+    std::unique_ptr<Model> m(new Model());
+    const bool from_file = std::filesystem::is_regular_file(o.model);
+    PAGODA_ASSIGN_OR_RETURN(OpenedGguf f, open_gguf(from_file ? o.model : o.vocab_path));
+    m->file_ = std::move(f.file);
+    m->gguf_ = std::move(f.gguf);
+    const formats::GgufFile& g = *m->gguf_;
+    PAGODA_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
+    m->arch_ = find_architecture(arch);
+    PAGODA_ASSIGN_OR_RETURN(ModelConfig file_cfg, read_config(g, arch));
+    PAGODA_ASSIGN_OR_RETURN(sim::SimShape shape, shape_of(o, from_file ? &g : nullptr, &file_cfg));
+    PAGODA_ASSIGN_OR_RETURN(
+        sim::PerfModel perf,
+        sim::PerfModel::create(o.gpu, shape, o.tp, o.weights, o.kv_dtype, o.efficiency));
+    PAGODA_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(g));
+    if (!(o.speed > 0) || !(o.eos_probability >= 0 && o.eos_probability <= 1)) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--sim-speed must be > 0 (got {}) and the EOS probability in [0, 1] "
+                          "(got {})",
+                          o.speed, o.eos_probability);
+    }
+    // One GPU's shard of the model, for the KV pool; logits span the tokenizer's vocabulary.
+    ModelConfig& c = m->cfg_;
+    c = file_cfg;
+    c.name = from_file ? file_cfg.name : o.model;
+    c.num_layers = shape.layers;
+    c.dim = shape.dim;
+    c.head_dim = shape.head_dim;
+    c.ffn_dim = shape.ffn;
+    c.num_heads = shape.heads / o.tp;
+    c.num_kv_heads = perf.kv_heads_per_gpu();
+    c.vocab_size = tok.vocab().size();
+    if (!from_file) {
+        PAGODA_ASSIGN_OR_RETURN(ModelShape ms, find_shape(o.model));
+        c.context_length = ms.context_length;
+    }
+    m->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+    m->sim_.reset(new Sim{std::move(perf), o, {}, {}, {}});
+    const tokenizer::Vocab& v = m->tokenizer_->vocab();
+    for (int32_t id = 0; id < v.size(); ++id) {
+        if (v.types[size_t(id)] == tokenizer::TokenType::kNormal)
+            m->sim_->plain_tokens.push_back(id);
+    }
+    if (m->sim_->plain_tokens.empty()) {
+        return make_error(ErrorCode::kInvalidFile, "{}: the vocabulary has no normal tokens",
+                          from_file ? o.model : o.vocab_path);
+    }
+    return m;
+}
+
+SimTotals Model::sim_totals() const {
+    if (!sim_) return {};
+    std::lock_guard<std::mutex> lock(sim_->mu);
+    return sim_->totals;
+}
+
+Status Model::sim_forward(const ForwardBatch& b, std::vector<float>& logits) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<sim::SeqWork> work;
+    work.reserve(b.seqs.size());
+    size_t next_row = 0;
+    const int V = cfg_.vocab_size;
+    logits.assign(b.logits_rows.size() * size_t(V), 0.0f);
+    const tokenizer::Vocab& voc = tokenizer_->vocab();
+    for (const SeqSpan& s : b.seqs) {
+        sim::SeqWork w{s.num_tokens, s.pos_start, false};
+        while (next_row < b.logits_rows.size() &&
+               b.logits_rows[next_row] < s.token_start + s.num_tokens) {
+            const int32_t row = b.logits_rows[next_row];
+            const uint64_t pos = uint64_t(s.pos_start + (row - s.token_start));
+            const uint64_t h =
+                mix(sim_->opts.seed ^ mix(uint64_t(b.token_ids[size_t(row)]) ^ mix(pos)));
+            float* out = logits.data() + next_row * size_t(V);
+            out[sim_->plain_tokens[h % sim_->plain_tokens.size()]] = 10.0f;
+            const double u = double(mix(h) >> 11) * 0x1.0p-53;
+            if (u < sim_->opts.eos_probability && voc.eos >= 0 && voc.eos < V) out[voc.eos] = 20.0f;
+            w.logits = true;
+            ++next_row;
+        }
+        work.push_back(w);
+    }
+    const sim::StepCost c = sim_->perf.step(work);
+    {
+        std::lock_guard<std::mutex> lock(sim_->mu);
+        SimTotals& t = sim_->totals;
+        ++t.steps;
+        t.busy_s += c.total_s;
+        t.compute_s += c.compute_s;
+        t.memory_s += c.memory_s;
+        t.comm_s += c.comm_s;
+        t.flops += c.flops;
+        t.bytes += c.bytes_per_gpu;
+        t.comm_bytes += c.comm_bytes;
+    }
+    std::this_thread::sleep_until(t0 + std::chrono::duration<double>(c.total_s / sim_->opts.speed));
+    return ok_status();
+}
+
+}  // namespace pagoda::model
