@@ -9,8 +9,6 @@ set -uo pipefail
 BIN=$1
 SRC=$2
 source "$SRC/tests/e2e_lib.sh"
-jq_() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
-URL() { echo "http://127.0.0.1:$PORT$1"; }
 req() {  # METHOD PATH [BODY] [curl args...]: body to $TMP/body, prints the status
     local m=$1 p=$2 b=${3:-}
     shift 3 2>/dev/null || shift $#

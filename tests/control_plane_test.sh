@@ -10,8 +10,6 @@ set -uo pipefail
 BIN=$1
 SRC=$2
 source "$SRC/tests/e2e_lib.sh"
-jq_() { python3 -c 'import json,sys,time; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
-URL() { echo "http://127.0.0.1:$PORT$1"; }
 req() {  # METHOD PATH [BODY]: body to $TMP/body, prints the status
     curl -s -o "$TMP/body" -w '%{http_code}' -X "$1" "$(URL "$2")" \
         -H 'Content-Type: application/json' ${3:+-d "$3"}

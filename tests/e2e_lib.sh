@@ -2,6 +2,8 @@
 # Gives TMP (removed at exit unless KEEP_TMP is set), ok/bad/expect_eq/expect_in with
 # pass/fail counters, and start_server LOG [FLAGS...]: `pagoda serve` on the bundled model
 # at an ephemeral port, waiting for /ready; sets PORT and SPID. Servers die at exit.
+# jq_ EXPR evaluates a Python expression over the JSON on stdin as `d` (json, sys and time
+# imported); URL PATH is the started server's address of PATH.
 MODEL=${MODEL:-$SRC/models/stories260K.gguf}
 TMP=$(mktemp -d)
 # Control state (pagoda.db) of every server a test starts stays in its TMP.
@@ -17,6 +19,8 @@ failed=0
 ok() { passed=$((passed + 1)); echo "ok   $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL $1"; shift; printf '     %s\n' "$@"; }
 expect_eq() { if [ "$2" == "$3" ]; then ok "$1"; else bad "$1" "got:  [$2]" "want: [$3]"; fi; }
+jq_() { python3 -c 'import json,sys,time; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
+URL() { echo "http://127.0.0.1:$PORT$1"; }
 expect_in() { if grep -q -- "$2" "$3"; then ok "$1"; else bad "$1" "missing: $2" "$(head -c 600 "$3")"; fi; }
 
 start_server() {

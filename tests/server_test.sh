@@ -8,8 +8,6 @@ set -uo pipefail
 BIN=$1
 SRC=$2
 source "$SRC/tests/e2e_lib.sh"
-jq_() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
-URL() { echo "http://127.0.0.1:$PORT$1"; }
 post() { curl -s -o "$TMP/body" -w '%{http_code}' "$(URL "$1")" -H 'Content-Type: application/json' -d "$2" "${@:3}"; }
 
 start_server "$TMP/s1.log" || exit 1

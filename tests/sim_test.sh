@@ -9,8 +9,6 @@ set -uo pipefail
 BIN=$1
 SRC=$2
 source "$SRC/tests/e2e_lib.sh"
-jq_() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
-URL() { echo "http://127.0.0.1:$PORT$1"; }
 
 # 1. Bad settings: exit 2 with what is wrong and what is allowed.
 "$BIN" serve --backend sim --sim-gpu a100 2>"$TMP/e.log"

@@ -1,0 +1,180 @@
+// The engine under the control plane and the simulated GPU: KV re-layout between steps,
+// the finished-length feed of the context-length statistics, and the simulated backend
+// (batch invariance, determinism, sizing as on the card).
+#include <gtest/gtest.h>
+
+#include "base/check.h"
+#include "base/log.h"
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+
+namespace pagoda::engine {
+namespace {
+
+using namespace test_util;
+
+// KV re-layout between steps: running sequences are recomputed in the new pool and greedy
+// outputs do not change; a pool a live sequence cannot fit is refused and the old one serves.
+TEST(EngineRelayout, UnderLoadKeepsGreedyOutputsAndRefusesWhatCannotFit) {
+    set_log_level(LogLevel::kWarn);
+    model::Model& m = stories();
+    const EngineConfig cfg = config(16, 64);
+    const auto prompts = random_prompts(m, 16, 10, 60, 31);
+    auto e = Engine::create(m, cfg);
+    ASSERT_TRUE(e.ok());
+    std::vector<std::shared_ptr<RequestStream>> ss;
+    for (const auto& p : prompts) ss.push_back(*(*e)->submit(greedy(p, 40)));
+    // The first re-layout finds the requests queued; the next ones find them running.
+    kvcache::KvCacheConfig kv = (*e)->kv_config();
+    int64_t preempted = 0;
+    for (int bs : {48, 8, 32}) {
+        kv.block_size = bs;
+        kv.num_blocks = 0;
+        kv.memory_bytes = 8 << 20;
+        auto rep = (*e)->relayout(kv);
+        ASSERT_TRUE(rep.ok()) << rep.error().message;
+        EXPECT_EQ(rep->block_size, bs);
+        EXPECT_EQ((*e)->kv_block_size(), bs);
+        preempted += rep->sequences;
+    }
+    EXPECT_GT(preempted, 0) << "re-layouts happened while sequences ran";
+    // Too small for a live 100-token sequence: refused, the 32-token pool keeps serving.
+    auto long_one = (*e)->submit(greedy(random_prompts(m, 1, 20, 20, 99)[0], 100));
+    ASSERT_TRUE(long_one.ok());
+    kv.block_size = 8;
+    kv.memory_bytes = int64_t((*e)->kv_cache_bytes()) / (*e)->num_kv_blocks();  // 4 blocks of 8
+    auto refused = (*e)->relayout(kv);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("live sequence"), std::string::npos);
+    EXPECT_NE(refused.error().message.find("the old pool keeps serving"), std::string::npos)
+        << refused.error().message;
+    EXPECT_EQ((*e)->kv_block_size(), 32);
+    // Every output first: the baselines run on another engine over the same model, which must
+    // not run forward passes at the same time as this one (Model::forward is single-caller).
+    std::vector<Output> outs;
+    for (auto& s : ss) outs.push_back(collect(*s)[0]);
+    EXPECT_EQ(collect(**long_one)[0].ids.size(), 100u);
+    for (size_t i = 0; i < ss.size(); ++i) {
+        const Output& o = outs[i];
+        EXPECT_EQ(o.finish, FinishReason::kLength);
+        EXPECT_EQ(o.ids, alone(m, cfg, greedy(prompts[i], 40))) << "request " << i;
+    }
+    EXPECT_EQ((*e)->stats()->blocks.used, 0);
+    EXPECT_EQ((*e)->stats()->relayout_evictions, preempted);
+    EXPECT_GE((*e)->stats()->preemptions, preempted);
+    set_log_level(LogLevel::kInfo);
+}
+
+// The simulated GPU backend runs this same engine: Llama-3-8B on an A100-80G at TP 2, with
+// modelled time divided by a million (no real waiting).
+std::unique_ptr<model::Model> sim_model(uint64_t seed, double eos_probability = 0) {
+    model::SimOptions o;
+    o.model = "llama-3-8b";
+    o.vocab_path = testdata::kStoriesPath;
+    o.gpu = *model::sim::find_gpu("a100-80g");
+    o.tp = 2;
+    o.speed = 1e6;
+    o.seed = seed;
+    o.eos_probability = eos_probability;
+    auto m = model::Model::simulate(o);
+    PAGODA_CHECK(m.ok()) << m.error().message;
+    return std::move(m).value();
+}
+
+EngineConfig sim_config(const model::Model& m) {
+    EngineConfig c = config(16, 2048, 0);
+    auto plan = m.perf_model()->memory(0.9, 2048);
+    PAGODA_CHECK(plan.ok()) << plan.error().message;
+    c.kv.memory_bytes = plan->kv;
+    c.kv.dtype = kvcache::KvDtype::kBF16;
+    c.kv.virtual_memory = true;
+    return c;
+}
+
+TEST(EngineSim, BatchInvariantDeterministicAndSizedAsTheCard) {
+    set_log_level(LogLevel::kWarn);
+    auto m = sim_model(5);
+    EXPECT_TRUE(m->simulated());
+    EXPECT_EQ(m->config().num_heads, 16) << "one GPU's shard at TP 2";
+    EXPECT_EQ(m->config().num_kv_heads, 4);
+    const EngineConfig cfg = sim_config(*m);
+    auto e = Engine::create(*m, cfg);
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    // vLLM's sizing at TP 2: (0.9 x 80 GiB - 7.5 GiB weights - activations - 768 MiB) of KV
+    // at 2*32*4*128*2 = 65,536 bytes per token per GPU.
+    const auto plan = *m->perf_model()->memory(0.9, 2048);
+    EXPECT_EQ((*e)->num_kv_blocks(), plan.num_blocks(16));
+    EXPECT_GT((*e)->num_kv_blocks(), 60'000);
+    const auto prompts = random_prompts(*m, 8, 5, 40, 3);
+    std::vector<Output> together_out;
+    {
+        std::vector<std::shared_ptr<RequestStream>> ss;
+        for (const auto& p : prompts) ss.push_back(*(*e)->submit(greedy(p, 30)));
+        for (auto& s : ss) together_out.push_back(collect(*s)[0]);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        auto s = (*e)->submit(greedy(prompts[i], 30));
+        ASSERT_TRUE(s.ok());
+        EXPECT_EQ(collect(**s)[0].ids, together_out[i].ids) << "request " << i;
+        EXPECT_EQ(together_out[i].ids.size(), 30u);
+    }
+    EXPECT_EQ((*e)->stats()->blocks.used, 0);
+    const model::SimTotals t = m->sim_totals();
+    EXPECT_GT(t.steps, 0);
+    EXPECT_GT(t.busy_s, 0.0);
+    // The same seed gives the same tokens on another engine; another seed does not.
+    auto again = sim_model(5), other = sim_model(6);
+    auto e2 = Engine::create(*again, sim_config(*again));
+    auto e3 = Engine::create(*other, sim_config(*other));
+    auto s2 = (*e2)->submit(greedy(prompts[0], 30));
+    auto s3 = (*e3)->submit(greedy(prompts[0], 30));
+    EXPECT_EQ(collect(**s2)[0].ids, together_out[0].ids);
+    EXPECT_NE(collect(**s3)[0].ids, together_out[0].ids);
+    // EOS with probability 1: every request stops at its first token unless it ignores EOS.
+    auto eos = sim_model(5, 1.0);
+    auto e4 = Engine::create(*eos, sim_config(*eos));
+    Request r = greedy(prompts[1], 30);
+    r.sampling.ignore_eos = false;
+    auto s4 = (*e4)->submit(r);
+    const Output o4 = collect(**s4)[0];
+    EXPECT_EQ(o4.finish, FinishReason::kStop);
+    EXPECT_EQ(o4.usage.completion_tokens, 1);
+    set_log_level(LogLevel::kInfo);
+}
+
+TEST(EngineSim, ClearErrors) {
+    model::SimOptions o;
+    o.vocab_path = testdata::kStoriesPath;
+    o.gpu = *model::sim::find_gpu("a100-80g");
+    o.model = "llama-9b";
+    auto bad_shape = model::Model::simulate(o);
+    ASSERT_FALSE(bad_shape.ok());
+    EXPECT_NE(bad_shape.error().message.find("unknown shape 'llama-9b' (known: "),
+              std::string::npos);
+    o.model = "llama-3-8b";
+    o.tp = 3;
+    auto bad_tp = model::Model::simulate(o);
+    ASSERT_FALSE(bad_tp.ok());
+    EXPECT_NE(bad_tp.error().message.find("must divide the 32 attention heads"), std::string::npos);
+}
+
+TEST(Engine, FinishedLengthsAreContextLengthsOfRequestsThatRan) {
+    set_log_level(LogLevel::kWarn);
+    auto e = Engine::create(stories(), config(16, 64));
+    ASSERT_TRUE(e.ok());
+    const auto prompts = random_prompts(stories(), 3, 5, 30, 7);
+    std::multiset<int32_t> want;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        auto s = (*e)->submit(greedy(prompts[i], int(10 + i)));
+        ASSERT_TRUE(s.ok());
+        collect(**s);
+        want.insert(int32_t(prompts[i].size() + 10 + i));
+    }
+    const std::vector<int32_t> got = (*e)->take_finished_lengths();
+    EXPECT_EQ(std::multiset<int32_t>(got.begin(), got.end()), want);
+    EXPECT_TRUE((*e)->take_finished_lengths().empty()) << "taken once";
+    set_log_level(LogLevel::kInfo);
+}
+
+}  // namespace
+}  // namespace pagoda::engine
