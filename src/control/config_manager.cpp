@@ -43,8 +43,8 @@ Result<std::vector<ConfigVersion>> ConfigManager::history(int limit) {
 
 // The new pool is allocated while the old one lives, and the kernel lets an mmap succeed
 // that touching would not survive: refuse what the machine cannot hold now.
-Result<engine::RelayoutReport> ConfigManager::fits_memory(int64_t bytes) const {
-    if (engine_.kv_config().virtual_memory) return engine::RelayoutReport{};  // simulated GPU
+Status ConfigManager::fits_memory(int64_t bytes) const {
+    if (engine_.kv_config().virtual_memory) return ok_status();  // the simulated GPU's
     const int64_t avail = read_available_memory();
     if (avail > 0 && bytes > avail) {
         return make_error(ErrorCode::kOutOfRange,
@@ -53,7 +53,7 @@ Result<engine::RelayoutReport> ConfigManager::fits_memory(int64_t bytes) const {
                           "available)",
                           bytes, double(bytes) / (1 << 20), double(avail) / (1 << 20));
     }
-    return engine::RelayoutReport{};
+    return ok_status();
 }
 
 Result<ConfigVersion> ConfigManager::commit(const EngineSettings& next, const std::string& source,
@@ -65,8 +65,8 @@ Result<ConfigVersion> ConfigManager::commit(const EngineSettings& next, const st
         kv.dtype = next.layout.kv_cache_dtype;
         kv.memory_bytes = next.layout.kv_cache_memory_bytes;
         kv.num_blocks = 0;  // sized from memory_bytes
-        auto rep = fits_memory(next.layout.kv_cache_memory_bytes);
-        if (rep.ok()) rep = engine_.relayout(kv);
+        const Status fits = fits_memory(next.layout.kv_cache_memory_bytes);
+        auto rep = fits.ok() ? engine_.relayout(kv) : Result<engine::RelayoutReport>(fits.error());
         if (!rep.ok()) {
             ++refusals_;
             // KvPool::create's allocation failure; a live sequence that cannot fit is

@@ -72,7 +72,7 @@ class ConfigManager {
   private:
     ConfigManager(engine::Engine& e, std::unique_ptr<StateDb> db, ConfigManagerOptions o)
         : engine_(e), db_(std::move(db)), store_(*db_), opts_(std::move(o)) {}
-    Result<engine::RelayoutReport> fits_memory(int64_t bytes) const;
+    Status fits_memory(int64_t bytes) const;
     // Applies `next` to the engine and records it; mu_ held.
     Result<ConfigVersion> commit(const EngineSettings& next, const std::string& source,
                                  const std::string& reason);

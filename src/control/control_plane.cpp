@@ -167,13 +167,7 @@ void ControlPlane::recalibrate_seed(int64_t now_ms) {
     }
     const LengthHistogram& w = stats_.window_for(now_ms, o_.min_samples);
     if (w.count() < o_.min_samples || !cal_) return;
-    MeasuredInputs in;
-    in.kv_memory_bytes = cm_->current().value.layout.kv_cache_memory_bytes;
-    const int64_t slots = engine_.num_kv_blocks() * engine_.kv_block_size();
-    in.kv_bytes_per_token = slots > 0 ? int64_t(engine_.kv_cache_bytes()) / slots : 0;
-    in.concurrency = std::max<int64_t>(peak_running_, 1);
-    in.current_block = engine_.kv_block_size();
-    const int best = measured_decide(w, *cal_, in).block;
+    const int best = measured_decide(w, *cal_, measured_inputs()).block;
     SeedParams p = o_.seed;
     p.scaling = seed_scaling_;
     const SeedDecision sd = seed_decide(w, stats_.ema(), stats_.all().mean(), p);

@@ -71,8 +71,9 @@ class ControlPlane {
     // `seed`: measure the kernels again and refit the scaling factor to the measured best
     // block for the current distribution (every --recalibrate-every). mu_ held.
     void recalibrate_seed(int64_t now_ms);
-    json decide_locked(int64_t now_ms);  // mu_ held
-    void guard_tick(int64_t now_ms);     // mu_ held
+    json decide_locked(int64_t now_ms);      // mu_ held
+    MeasuredInputs measured_inputs() const;  // the live pool and recent peaks; mu_ held
+    void guard_tick(int64_t now_ms);         // mu_ held
     void record(const std::string& kind, const json& detail, int64_t now_ms);
 
     engine::Engine& engine_;

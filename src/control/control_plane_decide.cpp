@@ -23,6 +23,17 @@ double cost_of(const MeasuredDecision& md, int block) {
 
 }  // namespace
 
+MeasuredInputs ControlPlane::measured_inputs() const {
+    MeasuredInputs in;
+    in.kv_memory_bytes = cm_->current().value.layout.kv_cache_memory_bytes;
+    const int64_t slots = engine_.num_kv_blocks() * engine_.kv_block_size();
+    in.kv_bytes_per_token = slots > 0 ? int64_t(engine_.kv_cache_bytes()) / slots : 0;
+    in.concurrency = std::max<int64_t>(peak_running_, 1);
+    in.kv_pressure = peak_kv_usage_;
+    in.current_block = engine_.kv_block_size();
+    return in;
+}
+
 json ControlPlane::decide_locked(int64_t now_ms) {
     last_decision_ms_ = now_ms;
     const int current = cm_->current().value.layout.block_size;
@@ -42,13 +53,7 @@ json ControlPlane::decide_locked(int64_t now_ms) {
     } else {
         MeasuredDecision md;
         if (cal_) {
-            MeasuredInputs in;
-            in.kv_memory_bytes = cm_->current().value.layout.kv_cache_memory_bytes;
-            const int64_t slots = engine_.num_kv_blocks() * engine_.kv_block_size();
-            in.kv_bytes_per_token = slots > 0 ? int64_t(engine_.kv_cache_bytes()) / slots : 0;
-            in.concurrency = std::max<int64_t>(peak_running_, 1);
-            in.kv_pressure = peak_kv_usage_;
-            in.current_block = current;
+            const MeasuredInputs in = measured_inputs();
             md = measured_decide(w, *cal_, in);
             d["measured"] = md.to_json();
             d["measured"]["concurrency"] = in.concurrency;
