@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -206,6 +207,12 @@ Result<std::unique_ptr<model::Model>> simulated_model(const ServeFlags& f,
 Result<control::ControlOptions> control_options(const ServeFlags& f) {
     control::ControlOptions o;
     o.config.state_dir = f.state_dir.empty() ? control::default_state_dir() : f.state_dir;
+    std::error_code ec;
+    const auto model_path = std::filesystem::weakly_canonical(f.model, ec);
+    o.config.deployment = f.backend == "sim"
+                              ? fmt::format("sim gpu={} model={} tp={}", f.sim_gpu, f.sim_model,
+                                            f.tensor_parallel_size)
+                              : fmt::format("cpu model={}", ec ? f.model : model_path.string());
     auto ms = [](const std::string& flag, const std::string& v) -> Result<int64_t> {
         auto d = parse_duration_ms(v);
         if (!d.ok()) return Error{d.error().code, flag + ": " + d.error().message};

@@ -565,6 +565,13 @@ TEST(Output, JsonHasTheDocumentedTopLevelFields) {
     std::string html = html_report(r, s, rs);
     EXPECT_NE(html.find("<svg"), std::string::npos);
     EXPECT_EQ(html.find("<script"), std::string::npos);
+    EXPECT_TRUE(j["server_cpu_ms_per_request"].is_null()) << "no server metrics";
+    // The server's CPU seconds over the run, per request sent: 0.5 s over 1 request.
+    r.server_metrics_json =
+        R"({"pagoda_process_cpu_seconds_total{model_name=\"m\"}": 0.5, "x_total": 3})";
+    EXPECT_DOUBLE_EQ(server_cpu_ms_per_request(r), 500.0);
+    EXPECT_NE(terminal_summary(r).find("server CPU: 500.000 ms per request"), std::string::npos)
+        << terminal_summary(r);
 }
 
 }  // namespace

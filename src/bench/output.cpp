@@ -105,6 +105,21 @@ Series cdf(const std::string& name, std::vector<double> v) {
 
 }  // namespace
 
+double server_cpu_ms_per_request(const Report& r) {
+    json sm = json::parse(r.server_metrics_json, nullptr, false);
+    if (!sm.is_object()) return NAN;
+    double cpu = NAN;
+    for (auto it = sm.begin(); it != sm.end(); ++it) {
+        const std::string name = it.key().substr(0, it.key().find('{'));
+        if ((name == "pagoda_process_cpu_seconds_total" || name == "process_cpu_seconds_total") &&
+            it.value().is_number())
+            cpu = (std::isfinite(cpu) ? cpu : 0.0) + it.value().get<double>();
+    }
+    int64_t sent = 0;
+    for (const SecondBucket& b : r.series) sent += b.sent;
+    return sent > 0 ? cpu * 1000 / double(sent) : NAN;
+}
+
 json stats_json(const Stats& s) {
     json errors = json::object();
     for (const auto& [k, v] : s.errors) errors[k] = v;
@@ -172,6 +187,8 @@ json report_json(const Report& r) {
     j["aborted"] = r.aborted.empty() ? json(nullptr) : json(r.aborted);
     j["server_metrics"] = json::parse(r.server_metrics_json, nullptr, false);
     j["server"] = json::parse(r.server_info_json, nullptr, false);
+    const double cpu = server_cpu_ms_per_request(r);
+    j["server_cpu_ms_per_request"] = std::isfinite(cpu) ? json(cpu) : json(nullptr);
     return j;
 }
 
@@ -240,6 +257,13 @@ std::string terminal_summary(const Report& r) {
                 "TTFT {} ms "
                 "(client TTFT mean {} ms)\n",
                 ms(q), ms(pf), ms(dc), ms(tt), ms(r.overall.ttft.mean));
+        }
+        const double cpu = server_cpu_ms_per_request(r);
+        if (std::isfinite(cpu)) {
+            o += fmt::format(
+                "server CPU: {:.3f} ms per request sent (process CPU seconds over the run; with "
+                "--backend sim the forward pass only sleeps, so this is the serving overhead)\n",
+                cpu);
         }
     }
     if (!r.aborted.empty()) o += fmt::format("ABORTED: {}\n", r.aborted);

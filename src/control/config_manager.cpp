@@ -18,11 +18,13 @@ Result<std::unique_ptr<ConfigManager>> ConfigManager::open(engine::Engine& engin
     std::unique_ptr<ConfigManager> m(new ConfigManager(engine, std::move(db), opts));
     PAGODA_ASSIGN_OR_RETURN(std::optional<ConfigVersion> last, m->store_.latest());
     const EngineSettings running = EngineSettings::of(engine);
-    if (last && last->value == running) {
+    if (last && last->value == running && last->deployment == opts.deployment) {
         m->current_ = *last;
     } else {
-        const char* reason = last ? "started with settings that differ from the last version"
-                                  : "first start with this state directory";
+        const char* reason = !last ? "first start with this state directory"
+                             : last->deployment != opts.deployment
+                                 ? "started on a different deployment than the last version"
+                                 : "started with settings that differ from the last version";
         PAGODA_ASSIGN_OR_RETURN(m->current_,
                                 m->store_.append(running, "startup", reason, unix_ms_now()));
     }
@@ -118,6 +120,13 @@ Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to, const s
         if (!target) {
             return make_error(ErrorCode::kNotFound, "there is no config version {} (current: {})",
                               *to, current_.id);
+        }
+        if (target->deployment != store_.deployment()) {
+            return make_error(ErrorCode::kInvalidArgument,
+                              "config version {} was recorded by another deployment ({}), not "
+                              "this one ({}); roll back to a version of this deployment",
+                              *to, target->deployment.empty() ? "unnamed" : target->deployment,
+                              store_.deployment());
         }
     } else {
         PAGODA_ASSIGN_OR_RETURN(target, store_.last_stable(current_.id));

@@ -21,6 +21,9 @@ namespace pagoda::control {
 struct ConfigManagerOptions {
     std::string state_dir;                    // where pagoda.db lives
     std::chrono::seconds stable_window{600};  // --stable-window
+    // What this replica runs (backend, model, card, TP): a version recorded by another
+    // deployment sharing the state directory is never a rollback target.
+    std::string deployment;
 };
 
 struct ChangeRequest {
@@ -71,7 +74,7 @@ class ConfigManager {
 
   private:
     ConfigManager(engine::Engine& e, std::unique_ptr<StateDb> db, ConfigManagerOptions o)
-        : engine_(e), db_(std::move(db)), store_(*db_), opts_(std::move(o)) {}
+        : engine_(e), db_(std::move(db)), store_(*db_, o.deployment), opts_(std::move(o)) {}
     Status fits_memory(int64_t bytes) const;
     // Applies `next` to the engine and records it; mu_ held.
     Result<ConfigVersion> commit(const EngineSettings& next, const std::string& source,

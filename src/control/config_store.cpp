@@ -11,7 +11,8 @@ Error db_error(const StateDb& db, const SQLite::Exception& e) {
 }
 
 // Columns in the order of kColumns.
-const char* const kColumns = "id, created_at_ms, source, reason, value, diff, stable_at_ms";
+const char* const kColumns =
+    "id, created_at_ms, source, reason, value, diff, stable_at_ms, deployment";
 
 Result<ConfigVersion> read_row(SQLite::Statement& q) {
     ConfigVersion v;
@@ -28,6 +29,7 @@ Result<ConfigVersion> read_row(SQLite::Statement& q) {
     v.value = *s;
     v.diff = json::parse(q.getColumn(5).getString(), nullptr, false);
     if (!q.getColumn(6).isNull()) v.stable_at_ms = q.getColumn(6).getInt64();
+    v.deployment = q.getColumn(7).getString();
     return v;
 }
 
@@ -40,6 +42,7 @@ json ConfigVersion::to_json() const {
             {"reason", reason},
             {"value", value.to_json()},
             {"diff", diff},
+            {"deployment", deployment},
             {"stable", stable_at_ms.has_value()},
             {"stable_at_ms", stable_at_ms ? json(*stable_at_ms) : json(nullptr)}};
 }
@@ -53,15 +56,17 @@ Result<ConfigVersion> ConfigStore::append(const EngineSettings& value, const std
     v.reason = reason;
     v.value = value;
     v.diff = prev ? diff(prev->value, value) : json::object();
+    v.deployment = deployment_;
     try {
         SQLite::Statement q(db_.db(),
                             "INSERT INTO config_versions (created_at_ms, source, reason, value, "
-                            "diff) VALUES (?, ?, ?, ?, ?)");
+                            "diff, deployment) VALUES (?, ?, ?, ?, ?, ?)");
         q.bind(1, now_ms);
         q.bind(2, source);
         q.bind(3, reason);
         q.bind(4, value.to_json().dump());
         q.bind(5, v.diff.dump());
+        q.bind(6, deployment_);
         q.exec();
         v.id = db_.db().getLastInsertRowid();
     } catch (const SQLite::Exception& e) {
@@ -136,9 +141,11 @@ Result<std::optional<ConfigVersion>> ConfigStore::last_stable(int64_t except) {
     try {
         SQLite::Statement q(db_.db(),
                             fmt::format("SELECT {} FROM config_versions WHERE stable_at_ms IS NOT "
-                                        "NULL AND id != ? ORDER BY id DESC LIMIT 1",
+                                        "NULL AND id != ? AND deployment = ? ORDER BY id DESC "
+                                        "LIMIT 1",
                                         kColumns));
         q.bind(1, except);
+        q.bind(2, deployment_);
         if (!q.executeStep()) return std::optional<ConfigVersion>();
         PAGODA_ASSIGN_OR_RETURN(ConfigVersion v, read_row(q));
         return std::optional<ConfigVersion>(std::move(v));

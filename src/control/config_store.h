@@ -22,6 +22,7 @@ struct ConfigVersion {
     std::string reason;
     EngineSettings value;
     json diff;                            // against the version before it
+    std::string deployment;               // what it ran on; see ConfigStore
     std::optional<int64_t> stable_at_ms;  // set once stable
 
     json to_json() const;
@@ -29,7 +30,10 @@ struct ConfigVersion {
 
 class ConfigStore {
   public:
-    explicit ConfigStore(StateDb& db) : db_(db) {}
+    // `deployment` names what this replica runs (backend, model, card, TP); versions are
+    // recorded with it, and only versions of the same deployment are rollback targets.
+    ConfigStore(StateDb& db, std::string deployment)
+        : db_(db), deployment_(std::move(deployment)) {}
 
     Result<ConfigVersion> append(const EngineSettings& value, const std::string& source,
                                  const std::string& reason, int64_t now_ms);
@@ -40,11 +44,14 @@ class ConfigStore {
     Status mark_stable(int64_t id, int64_t now_ms);
     // A version the OOM guard rolled back is never a rollback target again.
     Status clear_stable(int64_t id);
-    // The newest stable version other than `except` (the one running), if any.
+    // The newest stable version of this deployment other than `except` (the one running).
     Result<std::optional<ConfigVersion>> last_stable(int64_t except);
+
+    const std::string& deployment() const { return deployment_; }
 
   private:
     StateDb& db_;
+    std::string deployment_;
 };
 
 }  // namespace pagoda::control

@@ -58,7 +58,7 @@ TEST(ConfigStore, VersionsRoundTripStableMarksAndRollbackTarget) {
     {
         auto db = StateDb::open(dir);
         ASSERT_TRUE(db.ok()) << db.error().message;
-        ConfigStore s(**db);
+        ConfigStore s(**db, "");
         EngineSettings v1;
         auto v2 = apply_patch(v1, {{"max_num_seqs", 8}}).value();
         auto v3 = apply_patch(v2, {{"max_num_batched_tokens", 512}}).value();
@@ -73,7 +73,7 @@ TEST(ConfigStore, VersionsRoundTripStableMarksAndRollbackTarget) {
     // Reopened: everything is still there.
     auto db = StateDb::open(dir);
     ASSERT_TRUE(db.ok());
-    ConfigStore s(**db);
+    ConfigStore s(**db, "");
     auto h = s.history(10);
     ASSERT_TRUE(h.ok());
     ASSERT_EQ(h->size(), 3u);
@@ -125,8 +125,8 @@ ChangeRequest req(json patch, std::optional<int64_t> base = std::nullopt, std::s
 TEST(ConfigManager, ChangesApplyRecordConflictAndRollBack) {
     const std::string dir = fresh_dir("manager");
     auto eng = small_engine();
-    auto m =
-        ConfigManager::open(*eng, {.state_dir = dir, .stable_window = std::chrono::seconds(10)});
+    auto m = ConfigManager::open(
+        *eng, {.state_dir = dir, .stable_window = std::chrono::seconds(10), .deployment = ""});
     ASSERT_TRUE(m.ok()) << m.error().message;
     ConfigManager& cm = **m;
     const int64_t v1 = cm.current().id;
@@ -177,13 +177,30 @@ TEST(ConfigManager, ChangesApplyRecordConflictAndRollBack) {
 
     // A restart with the same settings continues the history; other settings add a version.
     m->reset();
-    auto again = ConfigManager::open(*eng, {.state_dir = dir});
+    auto again = ConfigManager::open(
+        *eng, {.state_dir = dir, .stable_window = std::chrono::seconds(600), .deployment = ""});
     ASSERT_TRUE(again.ok());
     EXPECT_EQ((*again)->current().id, to_v1->id);
     auto h = (*again)->history(100);
     ASSERT_TRUE(h.ok());
     EXPECT_EQ(h->size(), 5u);  // startup, two changes, two rollbacks
     EXPECT_TRUE((*h)[3].stable_at_ms.has_value()) << "stable marks survive";
+    again->reset();
+
+    // Another deployment sharing the state directory (another model, card or TP) starts its
+    // own line: the stable versions above are never its rollback targets.
+    auto other = ConfigManager::open(
+        *eng,
+        {.state_dir = dir, .stable_window = std::chrono::seconds(10), .deployment = "sim tp=2"});
+    ASSERT_TRUE(other.ok());
+    EXPECT_NE((*other)->current().id, to_v1->id) << "a new startup version";
+    EXPECT_EQ((*other)->current().deployment, "sim tp=2");
+    auto none = (*other)->last_stable();
+    ASSERT_TRUE(none.ok());
+    EXPECT_FALSE(none->has_value()) << (*none)->id;
+    auto cross = (*other)->rollback(v2->id, "");
+    ASSERT_FALSE(cross.ok());
+    EXPECT_NE(cross.error().message.find("another deployment"), std::string::npos);
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ const char* const kSchema[] = {
     " at_ms INTEGER NOT NULL,"
     " kind TEXT NOT NULL,"
     " detail TEXT NOT NULL)",  // JSON
+    // What the version ran on (backend, model, card, TP): rollback targets stay within one.
+    "ALTER TABLE config_versions ADD COLUMN deployment TEXT NOT NULL DEFAULT ''",
 };
 
 Error db_error(const std::string& path, const SQLite::Exception& e) {
