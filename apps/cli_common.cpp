@@ -94,4 +94,16 @@ void progress_bar(const char* what, size_t done, size_t total) {
     std::fflush(stderr);
 }
 
+std::vector<int32_t> synthetic_prompt(const tokenizer::Vocab& v, int len, int index) {
+    std::vector<int32_t> p;
+    uint64_t x = 88172645463325252ull + 0x9e3779b97f4a7c15ull * uint64_t(index);
+    if (v.bos >= 0) p.push_back(v.bos);
+    while (int(p.size()) < len) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const int32_t id = int32_t(x % uint64_t(v.size()));
+        if (!v.is_control(id)) p.push_back(id);
+    }
+    return p;
+}
+
 }  // namespace pagoda::app

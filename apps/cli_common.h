@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
+#include "tokenizer/vocab.h"
 
 namespace pagoda::app {
 
@@ -17,6 +19,9 @@ Result<int64_t> parse_memory(const std::string& s);
 Result<int64_t> parse_duration_ms(const std::string& s);
 // Prints "error: <message>" on one line to stderr and returns exit code 1.
 int fail(const Error& e);
+// Benchmark prompt of `len` tokens: BOS, then deterministic pseudo-random non-control ids
+// (a different stream per index).
+std::vector<int32_t> synthetic_prompt(const tokenizer::Vocab& v, int len, int index);
 // A one-line progress bar on stderr (only when stderr is a terminal).
 void progress_bar(const char* what, size_t done, size_t total);
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -48,6 +49,8 @@ struct ServeFlags {
     // The simulated GPU backend.
     std::string backend = "cpu";
     std::string sim_gpu = "a100-80g", sim_model = "llama-3-8b", sim_weight_dtype = "bf16";
+    std::string sim_gpu_table;  // extra cards, e.g. from `pagoda sim calibrate`
+    std::string step_trace;     // --step-trace FILE
     int tensor_parallel_size = 1;
     double gpu_memory_utilization = 0.9, sim_speed = 1.0, sim_eos_probability = 0.005;
     uint64_t sim_seed = 0;
@@ -181,7 +184,8 @@ Result<std::unique_ptr<model::Model>> simulated_model(const ServeFlags& f,
     model::SimOptions o;
     o.model = f.sim_model;
     o.vocab_path = default_model_path();
-    PAGODA_ASSIGN_OR_RETURN(o.gpu, model::sim::find_gpu(f.sim_gpu));
+    PAGODA_ASSIGN_OR_RETURN(o.gpu, model::sim::find_gpu(f.sim_gpu, f.sim_gpu_table));
+    o.efficiency = o.gpu.efficiency;
     o.tp = f.tensor_parallel_size;
     PAGODA_ASSIGN_OR_RETURN(o.weights, model::sim::parse_weight_type(f.sim_weight_dtype));
     o.kv_dtype = f.engine.kv_dtype == "auto" ? kvcache::KvDtype::kBF16 : cfg.kv.dtype;
@@ -250,6 +254,32 @@ Result<control::ControlOptions> control_options(const ServeFlags& f) {
     return o;
 }
 
+// --step-trace FILE: one JSON line per forward pass, {"batch": [[new_tokens, context,
+// logits], ...], "ms": duration}, the input of `pagoda sim calibrate --step-trace`.
+Result<std::function<void(const model::ForwardBatch&, double)>> open_step_trace(
+    const std::string& path) {
+    auto out = std::make_shared<std::ofstream>(path, std::ios::trunc);
+    if (!*out) return make_error(ErrorCode::kIo, "--step-trace: cannot write {}", path);
+    return std::function<void(const model::ForwardBatch&, double)>(
+        [out](const model::ForwardBatch& b, double s) {
+            std::string line = "{\"batch\": [";
+            size_t row = 0;
+            for (size_t i = 0; i < b.seqs.size(); ++i) {
+                const model::SeqSpan& q = b.seqs[i];
+                int logits = 0;
+                while (row < b.logits_rows.size() &&
+                       b.logits_rows[row] < q.token_start + q.num_tokens) {
+                    logits = 1;
+                    ++row;
+                }
+                line +=
+                    fmt::format("{}[{}, {}, {}]", i ? ", " : "", q.num_tokens, q.pos_start, logits);
+            }
+            *out << line << fmt::format("], \"ms\": {:.4f}}}\n", s * 1000);
+            out->flush();
+        });
+}
+
 int run_serve(const ServeFlags& f) {
     // Signals are taken by sigwait below; block them before any thread starts.
     sigset_t sigs;
@@ -265,6 +295,11 @@ int run_serve(const ServeFlags& f) {
     if (!m.ok()) {
         fail(m.error());
         return f.backend == "sim" ? 2 : 1;
+    }
+    if (!f.step_trace.empty()) {
+        auto trace = open_step_trace(f.step_trace);
+        if (!trace.ok()) return fail(trace.error());
+        cfg->on_forward = std::move(*trace);
     }
     auto eng = engine::Engine::create(**m, *cfg);
     if (!eng.ok()) return fail(eng.error());
@@ -356,6 +391,11 @@ void add_sim_flags(CLI::App* c, ServeFlags& f) {
     c->add_option("--sim-gpu", f.sim_gpu, "The card to model: " + gpus)
         ->capture_default_str()
         ->group(g);
+    c->add_option("--sim-gpu-table", f.sim_gpu_table,
+                  "A GPU table file (like src/model/sim/gpus.toml) with more cards, e.g. the "
+                  "one `pagoda sim calibrate -o FILE` writes for this machine's CPU")
+        ->check(CLI::ExistingFile)
+        ->group(g);
     std::string shapes;
     for (const auto& s : model::known_shapes()) shapes += (shapes.empty() ? "" : ", ") + s.name;
     c->add_option("--sim-model", f.sim_model,
@@ -373,7 +413,8 @@ void add_sim_flags(CLI::App* c, ServeFlags& f) {
         ->capture_default_str()
         ->check(CLI::Range(0.01, 1.0))
         ->group(g);
-    c->add_option("--sim-weight-dtype", f.sim_weight_dtype, "Weights on the GPU: bf16, fp8")
+    c->add_option("--sim-weight-dtype", f.sim_weight_dtype,
+                  "Weights on the GPU: bf16, fp8, q8_0, q4_0")
         ->capture_default_str()
         ->group(g);
     c->add_option("--sim-speed", f.sim_speed,
@@ -460,6 +501,9 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
                   "Require 'Authorization: Bearer KEY' on /admin/* (repeatable; also "
                   "PAGODA_ADMIN_API_KEY). Without one, /admin/* answers only on loopback; "
                   "--api-key keys never open it");
+    c->add_option("--step-trace", f->step_trace,
+                  "Write every forward pass (each sequence's new tokens, context, and the "
+                  "duration) to this JSONL file, for pagoda sim calibrate --step-trace");
     c->add_option("--state-dir", f->state_dir,
                   "Directory of the control state (pagoda.db: config versions; default "
                   "$XDG_STATE_HOME/pagoda, else ~/.local/state/pagoda)");

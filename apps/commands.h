@@ -16,5 +16,9 @@ void add_model(CLI::App& app, std::function<int()>& action);
 void add_serve(CLI::App& app, std::function<int()>& action);
 void add_bench(CLI::App& app, std::function<int()>& action);
 void add_config(CLI::App& app, std::function<int()>& action);
+void add_sim(CLI::App& app, std::function<int()>& action);
+void add_tune(CLI::App& app, std::function<int()>& action);
+// `pagoda sim predict`, under the `sim` subcommand.
+void add_sim_predict(CLI::App* sim_cmd, std::function<int()>& action);
 
 }  // namespace pagoda::app

@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
     pagoda::app::add_serve(app, action);
     pagoda::app::add_bench(app, action);
     pagoda::app::add_config(app, action);
+    pagoda::app::add_sim(app, action);
+    pagoda::app::add_tune(app, action);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

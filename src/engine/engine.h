@@ -40,6 +40,9 @@ struct EngineConfig {
     kvcache::KvCacheConfig kv;
     scheduler::SchedulerConfig sched;  // sched.max_model_len 0 = the model's context length
     bool enable_prefix_caching = true;
+    // Called on the engine thread after every successful forward pass with the batch and
+    // its duration (`pagoda serve --step-trace`: step times to calibrate the simulator).
+    std::function<void(const model::ForwardBatch&, double forward_s)> on_forward;
 
     Status validate() const;
 };

@@ -67,6 +67,7 @@ void Engine::step() {
         drop_released();
         return;
     }
+    if (cfg_.on_forward) cfg_.on_forward(batch_, seconds(t1, t2));
     sched_->on_step_done(plan);
     totals_.prompt_tokens += plan.num_prefill_tokens;
     // Sample, then append, check stops, detokenize and queue the events.

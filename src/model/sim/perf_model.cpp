@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "model/sim/gpus_toml.h"  // generated from gpus.toml: kGpusToml
 
@@ -61,6 +63,21 @@ Result<std::vector<GpuSpec>> parse_gpu_table(std::string_view text, std::string_
         PAGODA_ASSIGN_OR_RETURN(g.memory_tbps, number(*t, g.name, "memory_tbps", origin));
         PAGODA_ASSIGN_OR_RETURN(g.link_gbps, number(*t, g.name, "link_gbps", origin));
         PAGODA_ASSIGN_OR_RETURN(g.link_latency_us, number(*t, g.name, "link_latency_us", origin));
+        auto factor = [&](const char* key, double& v) -> Status {
+            if (t->get(key) == nullptr) return ok_status();
+            PAGODA_ASSIGN_OR_RETURN(v, number(*t, g.name, key, origin));
+            return ok_status();
+        };
+        PAGODA_TRY(factor("efficiency_compute", g.efficiency.compute));
+        PAGODA_TRY(factor("efficiency_memory", g.efficiency.memory));
+        PAGODA_TRY(factor("efficiency_network", g.efficiency.network));
+        PAGODA_TRY(factor("step_overhead_ms", g.efficiency.step_overhead_ms));
+        PAGODA_TRY(factor("efficiency_overlap", g.efficiency.overlap));
+        PAGODA_TRY(factor("efficiency_attention", g.efficiency.attention));
+        if (Status st = g.efficiency.validate(); !st.ok()) {
+            return make_error(ErrorCode::kInvalidArgument, "{}: [{}]: {}", origin, g.name,
+                              st.error().message);
+        }
         if (g.bf16_tflops <= 0 || g.memory_mib <= 0 || g.memory_tbps <= 0 || g.link_gbps <= 0) {
             return make_error(ErrorCode::kInvalidArgument,
                               "{}: [{}] needs positive bf16_tflops, memory_mib, memory_tbps and "
@@ -80,9 +97,20 @@ const std::vector<GpuSpec>& builtin_gpus() {
     return table;
 }
 
-Result<GpuSpec> find_gpu(const std::string& name) {
+Result<GpuSpec> find_gpu(const std::string& name, const std::string& extra_table) {
+    std::vector<GpuSpec> cards;
+    if (!extra_table.empty()) {
+        std::ifstream in(extra_table);
+        if (!in) {
+            return make_error(ErrorCode::kNotFound, "cannot read the GPU table {}", extra_table);
+        }
+        std::stringstream text;
+        text << in.rdbuf();
+        PAGODA_ASSIGN_OR_RETURN(cards, parse_gpu_table(text.str(), extra_table));
+    }
+    cards.insert(cards.end(), builtin_gpus().begin(), builtin_gpus().end());
     std::string known;
-    for (const GpuSpec& g : builtin_gpus()) {
+    for (const GpuSpec& g : cards) {
         if (g.name == name) return g;
         known += (known.empty() ? "" : ", ") + g.name;
     }
@@ -118,17 +146,35 @@ SimShape SimShape::of(const ModelShape& s) {
 Result<WeightType> parse_weight_type(const std::string& s) {
     if (s == "bf16" || s == "fp16") return WeightType::kBf16;
     if (s == "fp8") return WeightType::kFp8;
-    return make_error(ErrorCode::kInvalidArgument, "weight type '{}' (allowed: bf16, fp16, fp8)",
-                      s);
+    if (s == "q8_0") return WeightType::kQ8_0;
+    if (s == "q4_0") return WeightType::kQ4_0;
+    return make_error(ErrorCode::kInvalidArgument,
+                      "weight type '{}' (allowed: bf16, fp16, fp8, q8_0, q4_0)", s);
+}
+
+double PerfModel::weight_bytes_per_param() const {
+    switch (w_) {
+        case WeightType::kFp8: return 1.0;
+        case WeightType::kQ8_0: return 34.0 / 32;  // 32 int8 and an fp16 scale
+        case WeightType::kQ4_0: return 18.0 / 32;  // 32 nibbles and an fp16 scale
+        case WeightType::kBf16: break;
+    }
+    return 2.0;
 }
 
 Status Efficiency::validate() const {
-    for (auto [name, v] :
-         {std::pair{"compute", compute}, {"memory", memory}, {"network", network}}) {
+    for (auto [name, v] : {std::pair{"compute", compute},
+                           {"memory", memory},
+                           {"network", network},
+                           {"attention", attention}}) {
         if (!(v > 0 && v <= 1)) {
             return make_error(ErrorCode::kInvalidArgument,
                               "efficiency factor {} = {} must be in (0, 1]", name, v);
         }
+    }
+    if (!(overlap >= 0 && overlap <= 1)) {
+        return make_error(ErrorCode::kInvalidArgument, "efficiency overlap {} must be in [0, 1]",
+                          overlap);
     }
     if (!(step_overhead_ms >= 0 && step_overhead_ms < 1000)) {
         return make_error(ErrorCode::kInvalidArgument, "step overhead {} ms must be in [0, 1000)",
@@ -193,7 +239,8 @@ StepCost PerfModel::step(const std::vector<SeqWork>& batch) const {
     const double kv_per_token =
         2.0 * m.layers * kv_heads_per_gpu() * m.head_dim * double(kernels::kv_dtype_bytes(kv_));
     c.bytes_per_gpu = weights + kv_per_token * kv_tokens;
-    c.compute_s = c.flops / tp_ / (peak_flops() * eff_.compute);
+    c.compute_s =
+        (c.flops - attn_flops + attn_flops / eff_.attention) / tp_ / (peak_flops() * eff_.compute);
     c.memory_s = c.bytes_per_gpu / (gpu_.memory_tbps * 1e12 * eff_.memory);
     if (tp_ > 1) {
         // Two ring all-reduces per layer (after attention and after the MLP) of the hidden
@@ -205,7 +252,8 @@ StepCost PerfModel::step(const std::vector<SeqWork>& batch) const {
         c.comm_s = 2.0 * m.layers * per;
     }
     c.overhead_s = eff_.step_overhead_ms * 1e-3;
-    c.total_s = std::max(c.compute_s, c.memory_s) + c.comm_s + c.overhead_s;
+    c.total_s = std::max(c.compute_s, c.memory_s) +
+                (1 - eff_.overlap) * std::min(c.compute_s, c.memory_s) + c.comm_s + c.overhead_s;
     return c;
 }
 

@@ -17,8 +17,27 @@
 
 namespace pagoda::model::sim {
 
+struct Efficiency {
+    // memory and step_overhead_ms are fitted to the published vLLM decode step times of
+    // src/model/sim/published.toml (A100-40GB and H100 SXM, Llama-3.1-8B: rms error 0.4%,
+    // `pagoda sim calibrate`); compute and network are estimates no published row pins yet.
+    double compute = 0.5;            // of the tensor-core peak reached by the matmuls
+    double memory = 0.77;            // of the memory bandwidth reached by weight and KV streaming
+    double network = 0.6;            // of the link bandwidth reached by all-reduce
+    double step_overhead_ms = 0.68;  // launch, scheduling, sampling per step
+    // How much of the shorter of compute and memory time hides under the longer: 1 on a
+    // GPU (a roofline: the step takes the larger), less on a CPU whose threads stream
+    // weights and multiply in turn (0: the two add up).
+    double overlap = 1.0;
+    // Attention's FLOPs run at this share of the matmuls' rate (flash attention on a GPU:
+    // about the same; a CPU's attention kernel: far less).
+    double attention = 1.0;
+    Status validate() const;
+};
+
 struct GpuSpec {
     std::string name, description, interconnect, source;
+    Efficiency efficiency;  // the table's efficiency_* keys, else the defaults above
     double bf16_tflops = 0, fp8_tflops = 0;  // dense tensor-core peaks
     int64_t memory_mib = 0;
     double memory_tbps = 0;      // TB/s
@@ -30,7 +49,9 @@ struct GpuSpec {
 // Parses a table like gpus.toml; errors name the origin, the card and the key.
 Result<std::vector<GpuSpec>> parse_gpu_table(std::string_view toml, std::string_view origin);
 const std::vector<GpuSpec>& builtin_gpus();
-Result<GpuSpec> find_gpu(const std::string& name);  // the error lists the known cards
+// A card of the built-in table, or of `extra_table` (a file like gpus.toml, e.g. one that
+// `pagoda sim calibrate` wrote; its cards win). The error lists the known cards.
+Result<GpuSpec> find_gpu(const std::string& name, const std::string& extra_table = "");
 
 struct SimShape {
     int layers = 0, dim = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
@@ -42,16 +63,10 @@ struct SimShape {
     static SimShape of(const ModelShape& s);
 };
 
-enum class WeightType { kBf16, kFp8 };
+// Weights on the card: bf16/fp16, fp8, or llama.cpp's Q8_0 / Q4_0 blocks (8.5 and 4.5 bits a
+// weight; their matmuls run at the bf16 rate).
+enum class WeightType { kBf16, kFp8, kQ8_0, kQ4_0 };
 Result<WeightType> parse_weight_type(const std::string& s);
-
-struct Efficiency {
-    double compute = 0.5;           // of the tensor-core peak reached by the matmuls
-    double memory = 0.75;           // of the memory bandwidth reached by weight and KV streaming
-    double network = 0.6;           // of the link bandwidth reached by all-reduce
-    double step_overhead_ms = 0.5;  // launch, scheduling, sampling per step
-    Status validate() const;
-};
 
 // One sequence's part of a step: `new_tokens` computed after `context` cached ones.
 struct SeqWork {
@@ -65,7 +80,7 @@ struct StepCost {
     double bytes_per_gpu = 0;  // weights / TP + KV read and written
     double comm_bytes = 0;     // all-reduce payload per GPU
     double compute_s = 0, memory_s = 0, comm_s = 0, overhead_s = 0;
-    double total_s = 0;  // max(compute, memory) + comm + overhead
+    double total_s = 0;  // max(compute, memory) + (1 - overlap) min(...) + comm + overhead
 };
 
 // Per GPU, as vLLM sizes it: the budget is memory x gpu_memory_utilization; weights,
@@ -93,7 +108,7 @@ class PerfModel {
     const SimShape& shape() const { return shape_; }
     int tp() const { return tp_; }
     int kv_heads_per_gpu() const;
-    double weight_bytes_per_param() const { return w_ == WeightType::kFp8 ? 1.0 : 2.0; }
+    double weight_bytes_per_param() const;
     double peak_flops() const;  // per GPU, for the weight type
 
   private:
