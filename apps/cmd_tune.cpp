@@ -37,6 +37,7 @@ struct TuneFlags {
     std::string scenario, preset, duration = "20s", slo, search, strategy = "coordinate";
     double scale = 0;
     int max_trials = 40, port = 18400;
+    std::string max_time;  // stop starting trials after this long (parse_duration_ms)
     std::string json_out, html_out, output = "pagoda-tuned.toml", work_dir;
     std::vector<std::string> serve_args;  // after --
 };
@@ -165,11 +166,16 @@ struct Runner {
     std::vector<std::string> slo;
     std::string dir;
     int count = 0;
+    Clock::time_point deadline = Clock::time_point::max();
 
     bench::Trial operator()(const bench::TuneConfig& c) {
         bench::Trial t;
         t.index = ++count;
         t.config = c;
+        if (Clock::now() >= deadline) {
+            t.error = "not run: --max-time reached";
+            return t;
+        }
         t.gpus = int(c.count("tensor_parallel_size") ? c.at("tensor_parallel_size") : 1);
         const auto t0 = Clock::now();
         const int port = f.port + (t.index % 50);
@@ -182,8 +188,9 @@ struct Runner {
             std::replace(flag.begin(), flag.end(), '_', '-');
             serve.insert(serve.end(), {flag, std::to_string(v)});
         }
+        // The bench is over when the replica stops: no drain to wait for.
         serve.insert(serve.end(), {"--host", "127.0.0.1", "--port", std::to_string(port),
-                                   "--state-dir", td + "/state"});
+                                   "--state-dir", td + "/state", "--shutdown-timeout", "2"});
         std::fprintf(stderr, "trial %d: %s ...\n", t.index, bench::config_label(c).c_str());
         auto pid = start_replica(serve, td + "/serve.log", port);
         if (!pid.ok()) {
@@ -284,6 +291,14 @@ int run_tune(const TuneFlags& f) {
         run.dir = mkdtemp(tmpl) ? tmpl : "/tmp/pagoda-tune";
     }
     std::filesystem::create_directories(run.dir);
+    if (!f.max_time.empty()) {
+        auto ms = parse_duration_ms(f.max_time);
+        if (!ms.ok()) {
+            std::fprintf(stderr, "error: --max-time: %s\n", ms.error().message.c_str());
+            return 2;
+        }
+        run.deadline = Clock::now() + std::chrono::milliseconds(*ms);
+    }
     std::fprintf(stderr, "pagoda tune: %s search, trials in %s\n", f.strategy.c_str(),
                  run.dir.c_str());
     const auto t0 = Clock::now();
@@ -296,6 +311,7 @@ int run_tune(const TuneFlags& f) {
     } else {
         trials = bench::coordinate_search(*knobs, std::ref(run), f.max_trials);
     }
+    std::erase_if(trials, [](const bench::Trial& t) { return t.error.rfind("not run", 0) == 0; });
     const int best = bench::best_trial(trials);
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
     std::printf("%s", bench::trials_table(trials, best).c_str());
@@ -317,7 +333,7 @@ int run_tune(const TuneFlags& f) {
     }
     const bench::Trial& b = trials[size_t(best)];
     const std::string comment = fmt::format(
-        "Written by pagoda tune: {}\nbest of {} trials: goodput {:.2f} req/s ({:.2f} per GPU), "
+        "Written by {}\nbest of {} trials: goodput {:.2f} req/s ({:.2f} per GPU), "
         "p99 TTFT {:.0f} ms, p99 TPOT {:.1f} ms\nUse: pagoda serve --config THIS_FILE",
         title, trials.size(), b.goodput_rps, b.goodput_per_gpu, b.p99_ttft_ms, b.p99_tpot_ms);
     std::ofstream(f.output) << bench::config_toml(base_flags(f.serve_args), *knobs, b.config,
@@ -352,12 +368,15 @@ void add_tune(CLI::App& app, std::function<int()>& action) {
                   "(8, 16, 32), tensor_parallel_size (1, 2, 4, 8)")
         ->required();
     c->add_option("--strategy", f->strategy,
-                  "grid: every combination; coordinate: one knob at a time from the serve "
-                  "defaults, until nothing improves (far fewer trials)")
+                  "grid: every combination; coordinate: one knob at a time, in --search order, "
+                  "from the serve defaults, until nothing improves (far fewer trials; put the "
+                  "knob that matters most first)")
         ->capture_default_str();
     c->add_option("--max-trials", f->max_trials, "Stop after this many trials")
         ->capture_default_str()
         ->check(CLI::Range(1, 10000));
+    c->add_option("--max-time", f->max_time,
+                  "Start no trial after this long (e.g. 9m); the best so far wins");
     c->add_option("--port", f->port, "First loopback port of the replicas")->capture_default_str();
     c->add_option("--json", f->json_out, "Write the trial table as JSON");
     c->add_option("--html", f->html_out, "Write the trial table as a self-contained HTML page");

@@ -26,6 +26,7 @@ const std::vector<ModelShape>& known_shapes() {
         {"llama-3-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 8192, 500000.0f, false},
         // For the simulated GPU (their config.json on Hugging Face): 7B-class shapes and a
         // 70B one. Writing them as test models takes their full size on disk.
+        {"llama-3.1-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 131072, 500000.0f, false},
         {"llama-2-7b", "llama", 32, 4096, 32, 32, 11008, 32000, 4096, 10000.0f, false},
         {"deepseek-7b", "llama", 30, 4096, 32, 32, 11008, 102400, 4096, 10000.0f, false},
         {"qwen2.5-7b", "qwen2", 28, 3584, 28, 4, 18944, 152064, 32768, 1000000.0f, false},
