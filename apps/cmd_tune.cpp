@@ -82,14 +82,24 @@ std::string tail_of(const std::string& path, size_t lines) {
     return o;
 }
 
-// Starts a replica and waits until /ready answers 200 (or it exits).
+// The port a replica started with --port 0 logged ("listening url=http://HOST:PORT"), or 0.
+int logged_port(const std::string& log) {
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);) {
+        const size_t at = line.find("listening url=http://");
+        if (at == std::string::npos) continue;
+        const size_t colon = line.find(':', at + 21);
+        if (colon != std::string::npos) return std::atoi(line.c_str() + colon + 1);
+    }
+    return 0;
+}
+
+// Starts a replica and waits until /ready answers 200 (or it exits); `port` 0 takes the one
+// it logs. Returns the pid and sets `port`.
 Result<pid_t> start_replica(const std::vector<std::string>& args, const std::string& log,
-                            int port) {
+                            int& port) {
     PAGODA_ASSIGN_OR_RETURN(pid_t pid, spawn(args, log));
-    PAGODA_ASSIGN_OR_RETURN(
-        auto client,
-        http::Client::create(fmt::format("http://127.0.0.1:{}", port),
-                             {.connect_timeout_s = 1, .read_timeout_s = 5, .headers = {}}));
+    std::unique_ptr<http::Client> client;
     const auto end = Clock::now() + std::chrono::seconds(180);
     while (Clock::now() < end) {
         int status = 0;
@@ -97,9 +107,18 @@ Result<pid_t> start_replica(const std::vector<std::string>& args, const std::str
             return make_error(ErrorCode::kInvalidArgument, "the replica exited ({}): {}",
                               WIFEXITED(status) ? WEXITSTATUS(status) : -1, tail_of(log, 2));
         }
-        auto r = client->fetch(
-            {.method = "GET", .path = "/ready", .body = {}, .content_type = {}, .headers = {}});
-        if (r.ok() && r->status == 200) return pid;
+        if (port == 0) port = logged_port(log);
+        if (port != 0 && client == nullptr) {
+            PAGODA_ASSIGN_OR_RETURN(
+                client,
+                http::Client::create(fmt::format("http://127.0.0.1:{}", port),
+                                     {.connect_timeout_s = 1, .read_timeout_s = 5, .headers = {}}));
+        }
+        if (client != nullptr) {
+            auto r = client->fetch(
+                {.method = "GET", .path = "/ready", .body = {}, .content_type = {}, .headers = {}});
+            if (r.ok() && r->status == 200) return pid;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     kill(pid, SIGKILL);
@@ -178,7 +197,7 @@ struct Runner {
         }
         t.gpus = int(c.count("tensor_parallel_size") ? c.at("tensor_parallel_size") : 1);
         const auto t0 = Clock::now();
-        const int port = f.port + (t.index % 50);
+        int port = f.port == 0 ? 0 : f.port + (t.index % 50);
         const std::string td = fmt::format("{}/trial-{}", dir, t.index);
         std::filesystem::create_directories(td);
         std::vector<std::string> serve = {"pagoda", "serve"};
@@ -377,7 +396,10 @@ void add_tune(CLI::App& app, std::function<int()>& action) {
         ->check(CLI::Range(1, 10000));
     c->add_option("--max-time", f->max_time,
                   "Start no trial after this long (e.g. 9m); the best so far wins");
-    c->add_option("--port", f->port, "First loopback port of the replicas")->capture_default_str();
+    c->add_option("--port", f->port,
+                  "First loopback port of the replicas (trial N uses PORT + N % 50; 0: any free "
+                  "port)")
+        ->capture_default_str();
     c->add_option("--json", f->json_out, "Write the trial table as JSON");
     c->add_option("--html", f->html_out, "Write the trial table as a self-contained HTML page");
     c->add_option("-o,--output", f->output, "The winning configuration (pagoda serve --config)")

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# End-to-end tests of the simulated GPU backend (issue 13, first part): `pagoda serve
-# --backend sim` answers the same API with the same engine, sizes its KV cache as vLLM would
-# on the card, publishes pagoda_sim_* metrics (promtool when installed), gives the same
-# greedy text for the same seed, refuses bad settings with exit 2, and takes a short
-# `pagoda bench` run with no errors.
+# End-to-end tests of the simulated GPU backend (issue 13): `pagoda serve --backend sim`
+# answers the same API with the same engine, sizes its KV cache as vLLM would on the card,
+# publishes pagoda_sim_* metrics (promtool when installed), gives the same greedy text for
+# the same seed, refuses bad settings with exit 2, and takes a short `pagoda bench` run with
+# no errors; `pagoda sim calibrate` and `sim predict` answer, and `pagoda tune` runs two
+# trials on the sim and writes a config file `pagoda serve --config` loads.
 # Usage: sim_test.sh PAGODA_BIN SOURCE_DIR
 set -uo pipefail
 BIN=$1
@@ -51,6 +52,31 @@ kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 start_server "$TMP/s2.log" --backend sim --sim-seed 9 --sim-speed 10 || exit 1
 curl -s "$(URL /v1/completions)" -H 'Content-Type: application/json' -d "$body" >"$TMP/c3"
 [ "$(jq_ 'd["choices"][0]["text"]' <"$TMP/c3")" != "$(jq_ 'd["choices"][0]["text"]' <"$TMP/c1")" ] && ok "another --sim-seed, other text" || bad "sim seed" "same text"
+
+# 5. Calibration, prediction, tune.
+"$BIN" sim calibrate --no-fit >"$TMP/cal.out" 2>&1
+expect_eq "sim calibrate against the published table exits 0" "$?" "0"
+expect_in "the shipped factors fit it within 1%" "error: rms error 0.[0-9]%, max 0.[0-9]%" "$TMP/cal.out"
+printf '[[set]]\ngpu = "a100-80g"\nmodel = "llama-3-8b"\nsource = "s"\nsteps = [{seqs = 1}]\n' >"$TMP/bad.toml"
+"$BIN" sim calibrate --measurements "$TMP/bad.toml" 2>"$TMP/e.log"
+expect_eq "a bad measurement file exits 2" "$?" "2"
+expect_in "says which row lacks what" "steps\[0\] needs 'ms'" "$TMP/e.log"
+"$BIN" sim predict --point 16:8 --point 12:6 >"$TMP/pred.out" 2>&1
+expect_in "predict: batch 16 on TP 8" "^    16    8   2.00" "$TMP/pred.out"
+expect_in "predict: TP 6 cannot split 32 heads" "12    6  cannot run: --tensor-parallel-size 6 must divide the 32" "$TMP/pred.out"
+"$BIN" tune --preset mix-70-30 --slo "p99_ttft_ms<5000" --search batch 2>"$TMP/e.log"
+expect_eq "tune: unknown knob exits 2" "$?" "2"
+expect_in "and lists the searchable ones" "searchable: max_num_seqs, max_num_batched_tokens" "$TMP/e.log"
+"$BIN" tune --preset mix-70-30 --scale 0.05 --duration 3s --slo "error_rate<0.01" --search max_num_seqs=4:8 \
+    --strategy grid --port 0 --work-dir "$TMP/tune" --json "$TMP/tune.json" -o "$TMP/tuned.toml" \
+    -- --backend sim --sim-speed 10 >"$TMP/tune.out" 2>"$TMP/tune.err"
+expect_eq "tune on the sim exits 0" "$?" "0"
+expect_eq "two trials, both run" "$(jq_ '[t["error"] for t in d["trials"]]' <"$TMP/tune.json")" "[None, None]"
+expect_in "the config file has the winner" "^max-num-seqs = [48]$" "$TMP/tuned.toml"
+expect_in "and the base flags" '^backend = "sim"$' "$TMP/tuned.toml"
+start_server "$TMP/s3.log" --config "$TMP/tuned.toml" || exit 1
+expect_in "pagoda serve --config loads it" "max_num_seqs=$(grep -o '^max-num-seqs = [0-9]*' "$TMP/tuned.toml" | grep -o '[0-9]*$') " "$TMP/s3.log"
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
