@@ -24,6 +24,10 @@ expect_in "TP must divide the heads" "must divide the 32 attention heads" "$TMP/
 "$BIN" serve --backend sim --sim-gpu l4 --gpu-memory-utilization 0.5 2>"$TMP/e.log"
 expect_eq "a model that does not fit exits 2" "$?" "2"
 expect_in "says what it needs and what there is" "needs 15.0 GiB per GPU for weights.*leaves 11.2 GiB of 22.5" "$TMP/e.log"
+printf '[bad]\nbf16_tflops = 100\nfp8_tflops = 0\nmemory_mib = 1000\nmemory_tbps = 1\nlink_gbps = 1\nlink_latency_us = 1\nefficiency_memory = 1.5\nsource = "s"\n' >"$TMP/gpus.toml"
+"$BIN" serve --backend sim --sim-gpu-table "$TMP/gpus.toml" --sim-gpu bad 2>"$TMP/e.log"
+expect_eq "a nonsensical efficiency factor exits 2" "$?" "2"
+expect_in "and names the card and the factor" "\[bad\]: efficiency factor memory = 1.5 must be in (0, 1\]" "$TMP/e.log"
 
 # 2. Llama-3-8B on an A100-80G: vLLM's sizing, the same API.
 start_server "$TMP/s.log" --backend sim --sim-gpu a100-80g --sim-model llama-3-8b --sim-speed 10 || exit 1

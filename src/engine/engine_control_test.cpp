@@ -1,7 +1,12 @@
 // The engine under the control plane and the simulated GPU: KV re-layout between steps,
 // the finished-length feed of the context-length statistics, and the simulated backend
-// (batch invariance, determinism, sizing as on the card).
+// (batch invariance, determinism, sizing as on the card, and a property test of random
+// workloads with preemptions: every request ends once, budgets hold, every block comes back).
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <optional>
+#include <thread>
 
 #include "base/check.h"
 #include "base/log.h"
@@ -140,6 +145,56 @@ TEST(EngineSim, BatchInvariantDeterministicAndSizedAsTheCard) {
     EXPECT_EQ(o4.finish, FinishReason::kStop);
     EXPECT_EQ(o4.usage.completion_tokens, 1);
     set_log_level(LogLevel::kInfo);
+}
+
+// The engine's invariants on the simulated backend, under random workloads with a small KV
+// pool (preemptions) and random budgets: every accepted request ends exactly once, with
+// max_tokens tokens unless EOS came first; no step exceeds the token budget; every block
+// is free at the end.
+RC_GTEST_PROP(EngineSimProperty, RandomWorkloadsEndOnceWithinBudgetsAndFreeEveryBlock, ()) {
+    set_log_level(LogLevel::kWarn);
+    const bool eos = *rc::gen::arbitrary<bool>();
+    auto m = sim_model(*rc::gen::inRange<uint64_t>(0, 1000), eos ? 0.05 : 0.0);
+    const int block_size = *rc::gen::element(8, 16, 32);
+    const int budget = *rc::gen::inRange(16, 256);
+    EngineConfig cfg = config(block_size, budget, *rc::gen::inRange(8, 64));
+    cfg.kv.dtype = kvcache::KvDtype::kBF16;
+    cfg.kv.virtual_memory = true;
+    cfg.sched.knobs.max_num_seqs = *rc::gen::inRange(1, 16);
+    cfg.enable_prefix_caching = *rc::gen::arbitrary<bool>();
+    auto e = Engine::create(*m, cfg);
+    RC_ASSERT(e.ok());
+    const int n = *rc::gen::inRange(1, 24);
+    const auto prompts = random_prompts(*m, n, 2, 100, *rc::gen::inRange<uint64_t>(0, 1000));
+    std::vector<std::pair<int, std::shared_ptr<RequestStream>>> streams;
+    for (const auto& p : prompts) {
+        Request r = greedy(p, *rc::gen::inRange(1, 40));
+        r.sampling.ignore_eos = !eos;
+        auto s = (*e)->submit(r);
+        // Too long for this pool or context: refused at once, never half-run.
+        if (s.ok()) streams.emplace_back(r.sampling.max_tokens, *s);
+    }
+    for (auto& [max_tokens, s] : streams) {
+        int done = 0;
+        int64_t tokens = 0;
+        std::optional<FinishReason> finish;
+        Event ev;
+        while (s->next(ev)) {
+            tokens += int64_t(ev.token_ids.size());
+            if (ev.finish) finish = ev.finish;
+            done += ev.request_done ? 1 : 0;
+        }
+        RC_ASSERT(done == 1);
+        RC_ASSERT(finish.has_value());
+        if (*finish == FinishReason::kLength)
+            RC_ASSERT(tokens == max_tokens);
+        else
+            RC_ASSERT(eos && *finish == FinishReason::kStop && tokens < max_tokens);
+    }
+    for (int i = 0; i < 200 && (*e)->stats()->blocks.used != 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    RC_ASSERT((*e)->stats()->blocks.used == 0);
+    RC_ASSERT((*e)->stats()->peak_step_batched_tokens <= budget);
 }
 
 TEST(EngineSim, ClearErrors) {
