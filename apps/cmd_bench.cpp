@@ -10,10 +10,12 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "apps/bench_flags.h"
 #include "apps/cli_common.h"
 #include "apps/commands.h"
 #include "bench/baseline.h"
@@ -34,144 +36,9 @@ using namespace pagoda::bench;
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_bench_signal(int) { g_interrupted = true; }
 
-struct BenchFlags {
-    std::string url = "http://127.0.0.1:8000";
-    std::string api_key, model, scenario_file, preset_name, endpoint;
-    double rate = 0;
-    int concurrency = 0;
-    std::string process = "poisson";
-    double burstiness = 1;
-    std::string duration, warmup, cooldown;
-    int64_t requests = 0;
-    int64_t input_len = 0, output_len = 0;
-    double scale = 1;
-    int64_t seed = -1;
-    std::vector<std::string> criteria;
-    std::string tokenizer;
-    std::string json_out, html_out, requests_out;
-    std::string db;
-    bool no_record = false;
-    std::string save_baseline, compare;
-    int repeat = 1;
-    double tolerance = 0.05;
-    std::vector<std::string> compare_endpoints;
-    bool no_progress = false;
-    // history
-    int history_limit = 20;
-    // sweep
-    std::vector<double> rates;
-    double min_goodput = 0.9;
-};
-
 int bad(const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.message.c_str());
     return 2;
-}
-
-Result<Scenario> build_scenario(const BenchFlags& f) {
-    Scenario s;
-    const bool quick =
-        (f.rate > 0 || f.concurrency > 0) && f.scenario_file.empty() && f.preset_name.empty();
-    if (int(!f.scenario_file.empty()) + int(!f.preset_name.empty()) + int(quick) != 1) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "say what load to send: one of --scenario FILE, --preset NAME, or --rate "
-                          "R / --concurrency C "
-                          "(presets: 1k, 4k, 32k, 50rps, 200rps, 500rps, mix-70-30, burst)");
-    }
-    if (!f.scenario_file.empty()) {
-        PAGODA_ASSIGN_OR_RETURN(s, load_scenario_file(f.scenario_file));
-    } else if (!f.preset_name.empty()) {
-        PAGODA_ASSIGN_OR_RETURN(s, preset(f.preset_name));
-    } else {
-        if (f.rate > 0 && f.concurrency > 0) {
-            return make_error(
-                ErrorCode::kInvalidArgument,
-                "--rate (open loop) and --concurrency (closed loop) exclude each other");
-        }
-        s.name = f.rate > 0 ? fmt::format("rate-{}", f.rate)
-                            : fmt::format("concurrency-{}", f.concurrency);
-        if (f.rate > 0) {
-            Phase p;
-            p.rate = f.rate;
-            p.burstiness = f.burstiness;
-            p.process = f.process == "constant" ? Phase::Process::kConstant
-                        : f.process == "gamma"  ? Phase::Process::kGamma
-                                                : Phase::Process::kPoisson;
-            s.arrival.phases = {p};
-        } else {
-            s.arrival.kind = Arrival::Kind::kClosed;
-            s.arrival.concurrency = f.concurrency;
-        }
-        RequestClass c;
-        c.input.value = double(f.input_len > 0 ? f.input_len : 128);
-        c.output.value = double(f.output_len > 0 ? f.output_len : 128);
-        s.classes = {c};
-        if (f.duration.empty() && f.requests <= 0) s.requests = 100;
-    }
-    if (f.scale != 1) s.scale(f.scale);
-    if (!quick && f.rate > 0) {
-        // A scenario or preset at another rate: the first phase gets it, the others keep their
-        // ratio.
-        if (s.arrival.kind != Arrival::Kind::kOpen) {
-            return make_error(ErrorCode::kInvalidArgument,
-                              "--rate applies to open-loop scenarios; this one is {}",
-                              s.arrival.kind == Arrival::Kind::kClosed
-                                  ? "a closed loop (use --concurrency)"
-                                  : "a trace replay");
-        }
-        double k = f.rate / s.arrival.phases[0].rate;
-        for (auto& ph : s.arrival.phases) ph.rate *= k;
-    }
-    if (!quick && f.concurrency > 0) {
-        if (s.arrival.kind != Arrival::Kind::kClosed) {
-            return make_error(ErrorCode::kInvalidArgument,
-                              "--concurrency applies to closed-loop scenarios; this one is "
-                              "open-loop (use --rate)");
-        }
-        s.arrival.concurrency = f.concurrency;
-    }
-    if (!f.duration.empty()) {
-        PAGODA_ASSIGN_OR_RETURN(double d, parse_duration(f.duration));
-        if (!(d > 0)) return make_error(ErrorCode::kInvalidArgument, "--duration must be > 0");
-        s.set_duration(d);
-    }
-    if (f.requests > 0) s.requests = f.requests;
-    if (!f.warmup.empty()) {
-        PAGODA_ASSIGN_OR_RETURN(s.warmup_s, parse_duration(f.warmup));
-    }
-    if (!f.cooldown.empty()) {
-        PAGODA_ASSIGN_OR_RETURN(s.cooldown_s, parse_duration(f.cooldown));
-    }
-    if (f.seed >= 0) s.seed = uint64_t(f.seed);
-    if (!f.endpoint.empty()) s.endpoint = f.endpoint;
-    if (!f.model.empty()) s.model = f.model;
-    if (!quick) {
-        if (f.input_len > 0 || f.output_len > 0) {
-            for (auto& c : s.classes) {
-                if (f.input_len > 0) {
-                    c.input = LengthDist{};
-                    c.input.value = double(f.input_len);
-                }
-                if (f.output_len > 0) {
-                    c.output = LengthDist{};
-                    c.output.value = double(f.output_len);
-                }
-            }
-        }
-    }
-    // Criteria on the command line replace those of the scenario or preset.
-    if (!f.criteria.empty()) s.criteria.clear();
-    for (const auto& text : f.criteria) {
-        PAGODA_ASSIGN_OR_RETURN(Criterion c, parse_criterion(text));
-        if (!c.klass.empty() && std::none_of(s.classes.begin(), s.classes.end(),
-                                             [&](const auto& k) { return k.name == c.klass; })) {
-            return make_error(ErrorCode::kInvalidArgument,
-                              "--criteria '{}': the scenario has no class '{}'", text, c.klass);
-        }
-        s.criteria.push_back(c);
-    }
-    PAGODA_TRY(s.validate());
-    return s;
 }
 
 std::string utc_now() {
@@ -199,6 +66,7 @@ struct Prepared {
     // Prompt text differs from invocation to invocation (lengths and times follow the seed),
     // so a server's prefix cache never serves a repeated benchmark from the last one's prompts.
     uint64_t nonce = std::random_device{}();
+    int64_t overlong_skipped = 0, overlong_clamped = 0;  // trace requests over max_model_len
 };
 
 Result<std::unique_ptr<Prepared>> prepare(const BenchFlags& f, Scenario s) {
@@ -234,23 +102,72 @@ Result<std::unique_ptr<Prepared>> prepare(const BenchFlags& f, Scenario s) {
     return p;
 }
 
+// Requests of prompt + output above the server's context: an error that says which flag
+// fixes it, or (traces) left out or clamped as --on-overlong says, counted in `p`.
+Status handle_overlong(Prepared& p, const BenchFlags& f, std::vector<PlannedRequest>& plan,
+                       int64_t max_len) {
+    const bool trace = p.s.arrival.kind == Arrival::Kind::kTrace;
+    int64_t over = 0;
+    const PlannedRequest* longest = nullptr;
+    for (const auto& r : plan) {
+        if (r.input_len + r.output_len <= max_len) continue;
+        ++over;
+        if (longest == nullptr ||
+            r.input_len + r.output_len > longest->input_len + longest->output_len)
+            longest = &r;
+    }
+    if (over == 0) return ok_status();
+    const double fit = double(max_len) / double(longest->input_len + longest->output_len) * 0.9;
+    if (!trace) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "class '{}' asks for {} prompt + {} output tokens, but the server's "
+                          "max_model_len is {}; shrink the lengths (for example --scale {:.2g})",
+                          p.s.classes[size_t(longest->klass)].name, longest->input_len,
+                          longest->output_len, max_len, fit * f.scale);
+    }
+    switch (p.s.arrival.on_overlong) {
+        case Arrival::Overlong::kError:
+            return make_error(
+                ErrorCode::kInvalidArgument,
+                "{} of {} trace requests ask for more than the server's max_model_len {} (the "
+                "longest: {} prompt + {} output tokens); shrink every length with --length-scale "
+                "{:.2g}, or --on-overlong skip (leave them out) or clamp (shorten their prompts)",
+                over, plan.size(), max_len, longest->input_len, longest->output_len,
+                fit * p.s.arrival.trace_length_scale);
+        case Arrival::Overlong::kSkip:
+            std::erase_if(plan, [&](const PlannedRequest& r) {
+                return r.input_len + r.output_len > max_len;
+            });
+            p.overlong_skipped = over;
+            if (plan.empty()) {
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "every trace request is over max_model_len {}; nothing to send",
+                                  max_len);
+            }
+            break;
+        case Arrival::Overlong::kClamp:
+            for (auto& r : plan) {
+                if (r.input_len + r.output_len <= max_len) continue;
+                r.output_len = std::min<int64_t>(r.output_len, max_len - 1);
+                r.input_len = max_len - r.output_len;
+                r.has_prompt = false;
+                r.prompt.clear();
+            }
+            p.overlong_clamped = over;
+            break;
+    }
+    std::fprintf(stderr, "trace: %lld of %zu requests over max_model_len %lld %s\n",
+                 (long long)over, plan.size() + size_t(p.overlong_skipped), (long long)max_len,
+                 p.overlong_skipped > 0 ? "left out (--on-overlong skip)"
+                                        : "had their prompts shortened (--on-overlong clamp)");
+    return ok_status();
+}
+
 Result<std::vector<PlannedRequest>> plan_for(Prepared& p, const BenchFlags& f, uint64_t variant,
                                              int64_t* exact) {
     PAGODA_ASSIGN_OR_RETURN(auto plan, make_plan(p.s));
     const int64_t max_len = p.targets[0].max_model_len;
-    if (max_len > 0) {
-        for (const auto& r : plan) {
-            if (r.input_len + r.output_len > max_len) {
-                return make_error(
-                    ErrorCode::kInvalidArgument,
-                    "class '{}' asks for {} prompt + {} output tokens, but the server's "
-                    "max_model_len is {}; "
-                    "shrink the lengths (for example --scale {:.2g})",
-                    p.s.classes[size_t(r.klass)].name, r.input_len, r.output_len, max_len,
-                    double(max_len) / double(r.input_len + r.output_len) * 0.9 * f.scale);
-            }
-        }
-    }
+    if (max_len > 0) PAGODA_TRY(handle_overlong(p, f, plan, max_len));
     const bool tty = !f.no_progress && isatty(2);
     PAGODA_TRY(fill_prompts(
         p.s, plan, *p.builder,
@@ -389,6 +306,18 @@ int run_bench(const BenchFlags& f) {
     if (last.reports.empty()) return bad(make_error(ErrorCode::kInternal, "no run completed"));
     int exit_code = last.reports[0].verdict == "fail" ? 1 : 0;
     json out = report_json(last.reports[0]);
+    if (p.s.arrival.kind == Arrival::Kind::kTrace) {
+        const Arrival& a = p.s.arrival;
+        out["trace"] = {{"file", a.trace},
+                        {"speed", a.trace_speed},
+                        {"rate_scale", a.trace_rate_scale},
+                        {"length_scale", a.trace_length_scale},
+                        {"on_overlong", a.on_overlong == Arrival::Overlong::kSkip    ? "skip"
+                                        : a.on_overlong == Arrival::Overlong::kClamp ? "clamp"
+                                                                                     : "error"},
+                        {"skipped", p.overlong_skipped},
+                        {"clamped", p.overlong_clamped}};
+    }
     if (f.repeat > 1) out["runs"] = current;
     if (!f.save_baseline.empty()) {
         auto st = store->save_baseline(f.save_baseline, ids);
@@ -596,57 +525,6 @@ int run_sweep(BenchFlags f) {
         if (!st) return bad(st.error());
     }
     return capacity > 0 ? 0 : 1;
-}
-
-void add_load_flags(CLI::App* c, BenchFlags& f) {
-    c->add_option("--url", f.url, "Base URL of the OpenAI-compatible server")
-        ->capture_default_str();
-    c->add_option("--api-key", f.api_key, "Sent as 'Authorization: Bearer KEY'");
-    c->add_option("--model", f.model, "Model name to request (default: the server's first model)");
-    c->add_option("--scenario", f.scenario_file, "TOML scenario file (see docs/bench.md)");
-    c->add_option("--preset", f.preset_name, "Built-in scenario: " + preset_help());
-    c->add_option("--rate", f.rate,
-                  "Open loop at this many requests/s (with a scenario or preset: its first phase's "
-                  "rate, the others in proportion)")
-        ->check(CLI::PositiveNumber);
-    c->add_option("--concurrency", f.concurrency,
-                  "Quick run: closed loop with this many requests in flight")
-        ->check(CLI::PositiveNumber);
-    c->add_option("--process", f.process, "Arrival process of --rate: poisson, constant or gamma")
-        ->check(CLI::IsMember({"poisson", "constant", "gamma"}))
-        ->capture_default_str();
-    c->add_option("--burstiness", f.burstiness,
-                  "Gamma shape for --process gamma (1 = Poisson, < 1 burstier)")
-        ->check(CLI::PositiveNumber);
-    c->add_option("--duration", f.duration,
-                  "Run length, e.g. 30s or 2m (for a preset: stretches its phases)");
-    c->add_option("--requests", f.requests, "Send this many requests (quick runs default to 100)")
-        ->check(CLI::PositiveNumber);
-    c->add_option("--input-len", f.input_len,
-                  "Prompt tokens per request (quick run default 128; overrides a scenario's)")
-        ->check(CLI::PositiveNumber);
-    c->add_option("--output-len", f.output_len, "Output tokens per request (quick run default 128)")
-        ->check(CLI::PositiveNumber);
-    c->add_option("--warmup", f.warmup,
-                  "Leave requests sent in this first stretch out of the statistics");
-    c->add_option("--cooldown", f.cooldown,
-                  "Leave requests scheduled in this last stretch out of the statistics");
-    c->add_option("--scale", f.scale,
-                  "Multiply rates and lengths by this factor (e.g. 0.05 for a small machine)")
-        ->check(CLI::Range(1e-6, 1e6));
-    c->add_option("--seed", f.seed, "Random seed for arrivals, lengths and prompts");
-    c->add_option("--endpoint", f.endpoint, "completions or chat")
-        ->check(CLI::IsMember({"completions", "chat"}));
-    c->add_option("--criteria", f.criteria,
-                  "Acceptance criterion, repeatable: '[class:] METRIC OP NUMBER', e.g. "
-                  "'p99_ttft_ms < 800'; replaces the scenario's");
-    c->add_option(
-        "--tokenizer", f.tokenizer,
-        "GGUF file whose tokenizer counts prompt tokens (default: the server's /tokenize)");
-    c->add_option("--json", f.json_out, "Write the JSON report here");
-    c->add_option("--db", f.db,
-                  "Baseline store (SQLite; default " + BaselineStore::default_path() + ")");
-    c->add_flag("--no-progress", f.no_progress, "No live progress line even on a terminal");
 }
 
 }  // namespace

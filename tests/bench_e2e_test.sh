@@ -196,5 +196,27 @@ import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]
 s=[x for x in r if x["class"]=="synth"]; d=[x for x in r if x["class"]=="data"]
 print(len(s)+len(d), all(x["prompt_tokens"]==24 for x in s), all((x["prompt_tokens"], x["completion_tokens"]) in ((10, 3), (8, 5)) for x in d) if d else "no data rows")' "$TMP/data.jsonl")" "12 True True"
 
+# Trace replay: lengths up to 14k tokens against the bundled model's 2048-token context.
+python3 -c '
+import json, random
+random.seed(1); t = 0.0
+with open("'"$TMP"'/trace.jsonl", "w") as f:
+    for i in range(40):
+        t += random.expovariate(20)
+        f.write(json.dumps({"timestamp": round(t, 4), "input_len": random.randint(100, 14000), "output_len": random.randint(20, 240)}) + "\n")
+'
+start_server "$TMP/s5.log" || exit 1
+URL5=http://127.0.0.1:$PORT
+"$BIN" bench --url "$URL5" --trace "$TMP/trace.jsonl" --no-record --no-progress >"$TMP/tr0.out" 2>&1
+expect_eq "trace over the context: exit 2" "$?" "2"
+expect_in "says how many and which flag fixes it" "of 40 trace requests ask for more than the server's max_model_len 2048.*--length-scale 0.1" "$TMP/tr0.out"
+"$BIN" bench --url "$URL5" --trace "$TMP/trace.jsonl" --length-scale 0.1 --speed 2 --no-record --no-progress --json "$TMP/tr1.json" >"$TMP/tr1.out" 2>&1
+expect_eq "--length-scale 0.1 --speed 2: every request served" "$(jq_ '(d["requests"]["sent"], d["requests"]["failed"], d["trace"]["length_scale"], d["trace"]["speed"])' <"$TMP/tr1.json")" "(40, 0, 0.1, 2.0)"
+"$BIN" bench --url "$URL5" --trace "$TMP/trace.jsonl" --on-overlong skip --no-record --no-progress --json "$TMP/tr2.json" >"$TMP/tr2.out" 2>&1
+expect_eq "--on-overlong skip: the rest served, the count reported" "$(jq_ '(d["requests"]["sent"] + d["trace"]["skipped"], d["requests"]["failed"], d["trace"]["skipped"] > 0)' <"$TMP/tr2.json")" "(40, 0, True)"
+"$BIN" bench --url "$URL5" --preset 1k --speed 2 --no-record >"$TMP/tr3.out" 2>&1
+expect_eq "--speed on a non-trace run: exit 2" "$?" "2"
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+
 echo "bench e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

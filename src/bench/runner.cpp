@@ -217,6 +217,7 @@ struct StreamParser {
     std::string buf;
     std::string body;  // kept for error statuses
     bool done_seen = false;
+    double finish_s = -1;  // when the chunk with finish_reason came (no text in it)
 
     double now() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -280,6 +281,8 @@ struct StreamParser {
         if (has_text || (!finished && text->is_string())) {
             if (rec->first_token_s < 0) rec->first_token_s = t;
             rec->token_s.push_back(t);
+        } else if (finished && finish_s < 0) {
+            finish_s = t;
         }
     }
 };
@@ -377,6 +380,12 @@ RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan,
             } else if (rec->error_kind.empty() && !sp->done_seen) {
                 rec->error_kind = "stream";
                 rec->error = "the stream ended without data: [DONE]";
+            } else if (rec->error_kind.empty() && rec->token_s.empty() &&
+                       rec->completion_tokens > 0 && sp->finish_s >= 0) {
+                // The only tokens had no printable text yet (a partial UTF-8 sequence): they
+                // arrived with the final chunk.
+                rec->first_token_s = sp->finish_s;
+                rec->token_s.push_back(sp->finish_s);
             } else if (rec->error_kind.empty() && rec->token_s.empty()) {
                 rec->error_kind = "stream";
                 rec->error = "the stream carried no tokens";

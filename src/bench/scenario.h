@@ -56,7 +56,13 @@ struct Arrival {
     int concurrency = 0;        // closed loop: requests kept in flight
     std::string
         trace;  // trace replay: JSONL with timestamp, input_len, output_len[, prompt, class]
-    double trace_speed = 1;  // > 1 replays faster
+    double trace_speed = 1;         // > 1 replays faster (wall time compressed)
+    double trace_rate_scale = 1;    // arrival rates x this (gaps divided), --rate-scale
+    double trace_length_scale = 1;  // input and output lengths x this, --length-scale
+    // Requests longer than the server's context: refuse the run (error), leave them out
+    // (skip), or shorten the prompt keeping the output (clamp).
+    enum class Overlong { kError, kSkip, kClamp };
+    Overlong on_overlong = Overlong::kError;
 };
 
 struct Criterion {

@@ -99,7 +99,7 @@ Result<std::vector<PlannedRequest>> read_trace(const Scenario& s) {
             return where("needs \"timestamp\" (seconds) or \"timestamp_ms\" as a number");
         }
         if (std::isnan(t0)) t0 = ts;
-        r.at_s = (ts - t0) / s.arrival.trace_speed;
+        r.at_s = (ts - t0) / (s.arrival.trace_speed * s.arrival.trace_rate_scale);
         if (r.at_s < 0) return where("timestamps must not go backwards");
         if (!plan.empty() && r.at_s < plan.back().at_s) return where("timestamps must be in order");
         if (j.contains("prompt")) {
@@ -119,6 +119,17 @@ Result<std::vector<PlannedRequest>> read_trace(const Scenario& s) {
             return where("needs \"output_len\" as an integer >= 1");
         }
         r.output_len = j["output_len"].get<int64_t>();
+        if (const double k = s.arrival.trace_length_scale; k != 1) {
+            auto scaled = [k](int64_t n) {
+                return std::max<int64_t>(1, std::llround(double(n) * k));
+            };
+            r.output_len = scaled(r.output_len);
+            if (r.input_len > 0) {
+                r.input_len = scaled(r.input_len);
+                r.has_prompt = false;  // a prompt of the scaled length is synthesised
+                r.prompt.clear();
+            }
+        }
         if (j.contains("class")) {
             if (!j["class"].is_string()) return where("\"class\" must be a string");
             auto name = j["class"].get<std::string>();
