@@ -4,7 +4,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "http/client.h"
 
 namespace pagoda::app {
 
@@ -104,6 +108,37 @@ std::vector<int32_t> synthetic_prompt(const tokenizer::Vocab& v, int len, int in
         if (!v.is_control(id)) p.push_back(id);
     }
     return p;
+}
+
+int admin_request(const AdminTarget& t, const std::string& method, const std::string& path,
+                  const std::string& body, int64_t if_match) {
+    using json = nlohmann::json;
+    http::ClientOptions o;
+    std::string key = t.admin_key;
+    if (key.empty()) {
+        if (const char* k = std::getenv("PAGODA_ADMIN_API_KEY")) key = k;
+    }
+    if (!key.empty()) o.headers.emplace_back("Authorization", "Bearer " + key);
+    auto client = http::Client::create(t.url, o);
+    if (!client.ok()) return fail(client.error());
+    http::ClientRequest r;
+    r.method = method;
+    r.path = path;
+    r.body = body;
+    if (if_match > 0) r.headers.emplace_back("If-Match", std::to_string(if_match));
+    auto resp = (*client)->fetch(r);
+    if (!resp.ok()) return fail(resp.error());
+    const json j = json::parse(resp->body, nullptr, false);
+    if (resp->status != 200) {
+        const std::string msg = !j.is_discarded() && j.contains("error")
+                                    ? j["error"].value("message", resp->body)
+                                    : resp->body;
+        std::fprintf(stderr, "error: %s %s: HTTP %d: %s\n", method.c_str(), path.c_str(),
+                     resp->status, msg.c_str());
+        return 1;
+    }
+    std::printf("%s\n", j.is_discarded() ? resp->body.c_str() : j.dump(2).c_str());
+    return 0;
 }
 
 }  // namespace pagoda::app

@@ -22,6 +22,15 @@ int fail(const Error& e);
 // Benchmark prompt of `len` tokens: BOS, then deterministic pseudo-random non-control ids
 // (a different stream per index).
 std::vector<int32_t> synthetic_prompt(const tokenizer::Vocab& v, int len, int index);
+// A running server's admin API: the URL and the admin key (else PAGODA_ADMIN_API_KEY).
+struct AdminTarget {
+    std::string url = "http://127.0.0.1:8000";
+    std::string admin_key;
+};
+// Sends one admin request and prints the JSON answer (indented) to stdout. Returns 0, or 1
+// on a transport or HTTP error (the server's message on stderr). `if_match` > 0 sends it.
+int admin_request(const AdminTarget& t, const std::string& method, const std::string& path,
+                  const std::string& body, int64_t if_match = 0);
 // A one-line progress bar on stderr (only when stderr is a terminal).
 void progress_bar(const char* what, size_t done, size_t total);
 

@@ -48,32 +48,7 @@ Result<json> parse_settings(const std::vector<std::string>& kvs) {
 
 int request(const ConfigFlags& f, const std::string& method, const std::string& path,
             const std::string& body) {
-    http::ClientOptions o;
-    std::string key = f.admin_key;
-    if (key.empty()) {
-        if (const char* k = std::getenv("PAGODA_ADMIN_API_KEY")) key = k;
-    }
-    if (!key.empty()) o.headers.emplace_back("Authorization", "Bearer " + key);
-    auto client = http::Client::create(f.url, o);
-    if (!client.ok()) return fail(client.error());
-    http::ClientRequest r;
-    r.method = method;
-    r.path = path;
-    r.body = body;
-    if (f.if_match > 0) r.headers.emplace_back("If-Match", std::to_string(f.if_match));
-    auto resp = (*client)->fetch(r);
-    if (!resp.ok()) return fail(resp.error());
-    const json j = json::parse(resp->body, nullptr, false);
-    if (resp->status != 200) {
-        const std::string msg = !j.is_discarded() && j.contains("error")
-                                    ? j["error"].value("message", resp->body)
-                                    : resp->body;
-        std::fprintf(stderr, "error: %s %s: HTTP %d: %s\n", method.c_str(), path.c_str(),
-                     resp->status, msg.c_str());
-        return 1;
-    }
-    std::printf("%s\n", j.is_discarded() ? resp->body.c_str() : j.dump(2).c_str());
-    return 0;
+    return admin_request({f.url, f.admin_key}, method, path, body, f.if_match);
 }
 
 void common_flags(CLI::App* c, ConfigFlags& f) {

@@ -16,6 +16,7 @@
 #include "apps/config_admin.h"
 #include "apps/config_file.h"
 #include "apps/engine_flags.h"
+#include "apps/serve_alerting.h"
 #include "base/log.h"
 #include "engine/engine.h"
 #include "http/server.h"
@@ -59,6 +60,7 @@ struct ServeFlags {
     bool vllm_metrics = true;
     size_t max_body = 8u << 20;
     EngineFlags engine;
+    AlertFlags alerts;
 };
 
 // Minimal warmup: run prompts and concurrent decodes through the engine so kernels,
@@ -129,6 +131,7 @@ class LocalResponder : public http::Responder {
     }
     void on_disconnect(std::function<void()>) override {}
     bool disconnected() const override { return false; }
+    void on_complete(std::function<void(double)>) override {}
     std::string wait() {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return done_; });
@@ -254,6 +257,29 @@ Result<control::ControlOptions> control_options(const ServeFlags& f) {
     return o;
 }
 
+// The rules and their actions, wired to the server once it exists (`api`).
+Result<std::unique_ptr<control::Alerting>> make_alerting(const ServeFlags& f, engine::Engine& eng,
+                                                         control::ControlPlane& plane,
+                                                         const std::string& state_dir,
+                                                         std::atomic<server::OpenAiServer*>& api) {
+    PAGODA_ASSIGN_OR_RETURN(
+        auto opts, alerting_options(f.alerts, state_dir, fmt::format("{}:{}", f.host, f.port)));
+    control::AlertingWiring w;
+    w.metrics_text = [&api] {
+        server::OpenAiServer* a = api.load();
+        return a != nullptr ? a->metrics_text() : std::string();
+    };
+    w.slowest_requests = [&api](int n) {
+        server::OpenAiServer* a = api.load();
+        return a != nullptr ? a->slowest_requests(n) : nlohmann::json::array();
+    };
+    w.set_shedding = [&api](bool on) {
+        if (server::OpenAiServer* a = api.load()) a->set_shedding(on);
+    };
+    w.automation = [&plane] { return plane.automation(); };
+    return control::Alerting::create(eng, plane.config(), std::move(opts), std::move(w));
+}
+
 // --step-trace FILE: one JSON line per forward pass, {"batch": [[new_tokens, context,
 // logits], ...], "ms": duration}, the input of `pagoda sim calibrate --step-trace`.
 Result<std::function<void(const model::ForwardBatch&, double)>> open_step_trace(
@@ -286,6 +312,7 @@ int run_serve(const ServeFlags& f) {
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);  // reload the alert rules
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
     auto cfg = engine_config(f.engine);
@@ -320,15 +347,28 @@ int run_serve(const ServeFlags& f) {
     if (!ctl.ok()) return fail(ctl.error());
     auto plane = control::ControlPlane::open(**eng, *ctl);
     if (!plane.ok()) return fail(plane.error());
-    std::shared_ptr<ControlAdmin> admin = make_config_admin(std::move(plane).value());
+    // The alerting reads the server's own /metrics: bound once the server exists.
+    std::atomic<server::OpenAiServer*> api_ptr{nullptr};
+    auto alerting = make_alerting(f, **eng, **plane, ctl->config.state_dir, api_ptr);
+    if (!alerting.ok()) return fail(alerting.error());
+    std::shared_ptr<ControlAdmin> admin =
+        make_config_admin(std::move(plane).value(), std::move(alerting).value());
     sc.config_admin = admin;
     sc.vllm_metrics = f.vllm_metrics;
+    auto classes = length_classes(f.alerts);
+    if (!classes.ok()) return fail(classes.error());
+    sc.length_classes = *classes;
+    sc.memory_limit_bytes = ctl->guard.memory_limit_bytes;
+    auto bandwidth = memory_bandwidth(f.alerts, f.backend == "sim");
+    if (!bandwidth.ok()) return fail(bandwidth.error());
+    sc.memory_bandwidth = *bandwidth;
     std::atomic<http::Server*> server_ptr{nullptr};
     sc.open_connections = [&server_ptr] {
         http::Server* s = server_ptr.load();
         return s != nullptr ? s->open_connections() : int64_t(0);
     };
     server::OpenAiServer api(**eng, sc);
+    api_ptr.store(&api);
     http::ServerOptions so;
     so.host = f.host;
     so.port = f.port;
@@ -356,6 +396,10 @@ int run_serve(const ServeFlags& f) {
             why = sig == SIGTERM ? "SIGTERM" : "SIGINT";
             break;
         }
+        if (sig == SIGHUP) {
+            const server::AdminReply r = admin->rules(true);
+            log_info("sighup rules_reload status={}", r.status);
+        }
         if (api.draining()) break;
     }
     log_info("draining reason={} in_flight={} timeout_s={}", why, api.in_flight(),
@@ -370,6 +414,8 @@ int run_serve(const ServeFlags& f) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let final bytes go out
     (*srv)->stop();
     server_ptr.store(nullptr);
+    admin->stop();  // the alerting reads `api`
+    api_ptr.store(nullptr);
     (*eng)->shutdown();
     log_info("stopped");
     return left > 0 ? 1 : 0;
@@ -457,7 +503,7 @@ void add_control_flags(CLI::App* c, ServeFlags& f) {
     c->add_option("--recalibrate-every", f.recalibrate_every,
                   "How often `seed` refits its scaling factor from the measured kernel cost")
         ->capture_default_str();
-    c->add_option("--automation", f.automation,
+    c->add_option("--automation,--control", f.automation,
                   "Automatic actions (block-size policy, OOM guard rollbacks): on, dry-run "
                   "(recorded in the audit log, not applied), paused; PUT /admin/automation "
                   "changes it at run time")
@@ -512,6 +558,7 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
                   "stable (a rollback target): seconds, or 90s, 10m, 1h")
         ->capture_default_str();
     add_control_flags(c, *f);
+    add_alert_flags(c, f->alerts);
     add_sim_flags(c, *f);
     c->add_option("--served-model-name", f->served_model_name,
                   "Model name in the API (default: the file name)");

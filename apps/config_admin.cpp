@@ -36,19 +36,22 @@ AdminReply failure(const Error& e, const control::ConfigVersion& current) {
 
 class Admin : public ControlAdmin {
   public:
-    explicit Admin(std::unique_ptr<control::ControlPlane> cp)
-        : cp_(std::move(cp)), m_(&cp_->config()) {}
-    ~Admin() override {
+    Admin(std::unique_ptr<control::ControlPlane> cp, std::unique_ptr<control::Alerting> al)
+        : cp_(std::move(cp)), m_(&cp_->config()), alerting_(std::move(al)) {}
+    ~Admin() override { stop(); }
+
+    void start_ticking() override {
+        if (!ticker_.joinable()) ticker_ = std::thread([this] { tick_loop(); });
+        if (alerting_) alerting_->start();
+    }
+    void stop() override {
         {
             std::lock_guard<std::mutex> lock(mu_);
             stop_ = true;
         }
         cv_.notify_all();
         if (ticker_.joinable()) ticker_.join();
-    }
-
-    void start_ticking() override {
-        if (!ticker_.joinable()) ticker_ = std::thread([this] { tick_loop(); });
+        alerting_.reset();
     }
 
     AdminReply get() override { return {200, m_->current().to_json()}; }
@@ -111,7 +114,55 @@ class Admin : public ControlAdmin {
     }
 
     std::string metrics_text(const std::string& model_name) override {
-        return cp_->metrics_text(model_name);
+        std::string text = cp_->metrics_text(model_name);
+        if (alerting_) text += alerting_->metrics_text(model_name);
+        return text;
+    }
+
+    AdminReply alerts() override {
+        if (!alerting_) return ConfigAdmin::alerts();
+        return {200, alerting_->status()};
+    }
+
+    AdminReply rules(bool reload) override {
+        if (!alerting_) return ConfigAdmin::rules(reload);
+        if (reload) {
+            if (Status st = alerting_->reload(); !st.ok())
+                return failure(st.error(), m_->current());
+        }
+        return {200, alerting_->rules_json()};
+    }
+
+    AdminReply alert_webhook(const nlohmann::json& payload) override {
+        if (!alerting_) return ConfigAdmin::alert_webhook(payload);
+        auto r = alerting_->alertmanager(payload, control::unix_ms_now());
+        if (!r.ok()) return failure(r.error(), m_->current());
+        return {200, *r};
+    }
+
+    // pause: a person takes over (automatic actions stop, everything is still recorded);
+    // resume: back to the mode before the pause.
+    AdminReply control(const std::string& verb) override {
+        std::lock_guard<std::mutex> lock(mode_mu_);
+        const control::Automation now = cp_->automation();
+        if (verb == "pause" && now != control::Automation::kPaused) {
+            before_pause_ = now;
+            if (Status st =
+                    cp_->set_automation(control::Automation::kPaused, "POST /admin/control/pause");
+                !st.ok()) {
+                return failure(st.error(), m_->current());
+            }
+        } else if (verb == "resume" && now == control::Automation::kPaused) {
+            if (Status st = cp_->set_automation(before_pause_, "POST /admin/control/resume");
+                !st.ok()) {
+                return failure(st.error(), m_->current());
+            }
+        }
+        const control::Automation mode = cp_->automation();
+        return {200,
+                {{"mode", control::automation_name(mode)},
+                 {"paused", mode == control::Automation::kPaused},
+                 {"shedding", alerting_ && alerting_->shedding()}}};
     }
 
   private:
@@ -124,6 +175,9 @@ class Admin : public ControlAdmin {
 
     std::unique_ptr<control::ControlPlane> cp_;
     control::ConfigManager* m_;
+    std::unique_ptr<control::Alerting> alerting_;  // reset by stop()
+    std::mutex mode_mu_;
+    control::Automation before_pause_ = control::Automation::kOn;  // guarded by mode_mu_
     std::mutex mu_;
     std::condition_variable cv_;
     bool stop_ = false;  // guarded by mu_
@@ -132,8 +186,9 @@ class Admin : public ControlAdmin {
 
 }  // namespace
 
-std::shared_ptr<ControlAdmin> make_config_admin(std::unique_ptr<control::ControlPlane> plane) {
-    return std::make_shared<Admin>(std::move(plane));
+std::shared_ptr<ControlAdmin> make_config_admin(std::unique_ptr<control::ControlPlane> plane,
+                                                std::unique_ptr<control::Alerting> alerting) {
+    return std::make_shared<Admin>(std::move(plane), std::move(alerting));
 }
 
 }  // namespace pagoda::app

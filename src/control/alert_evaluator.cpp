@@ -84,7 +84,8 @@ void AlertEvaluator::inhibit(std::vector<Transition>& out) {
         }
     }
     for (auto& [name, s] : state_) {
-        const bool now_inhibited = s.severity != Severity::kSevere && s.state == AlertState::kFiring &&
+        const bool now_inhibited = s.severity != Severity::kSevere &&
+                                   s.state == AlertState::kFiring &&
                                    severe_firing.count(s.target) > 0;
         if (s.inhibited && !now_inhibited && s.state == AlertState::kFiring) {
             s.inhibited = false;

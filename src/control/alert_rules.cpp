@@ -16,8 +16,8 @@ namespace pagoda::control {
 
 namespace {
 
-constexpr Action kAllActions[] = {Action::kReport,   Action::kWebhook,      Action::kKnobStep,
-                                  Action::kRollback, Action::kShed,         Action::kHookCritical,
+constexpr Action kAllActions[] = {Action::kReport,     Action::kWebhook,     Action::kKnobStep,
+                                  Action::kRollback,   Action::kShed,        Action::kHookCritical,
                                   Action::kHookSevere, Action::kHookRedeploy};
 
 // Errors carry file:line:key: reason; the first one wins.
@@ -56,9 +56,12 @@ class Reader {
         const toml::node* n = t.get(k);
         if (!n) return std::nullopt;
         double v = 0;
-        if (auto i = n->as_integer()) v = double(i->get());
-        else if (auto f = n->as_floating_point()) v = f->get();
-        else return fail(n, prefix + std::string(k), "expected a number"), std::nullopt;
+        if (auto i = n->as_integer())
+            v = double(i->get());
+        else if (auto f = n->as_floating_point())
+            v = f->get();
+        else
+            return fail(n, prefix + std::string(k), "expected a number"), std::nullopt;
         if (!(v >= lo && v <= hi)) {
             fail(n, prefix + std::string(k), fmt::format("{} is outside [{}, {}]", v, lo, hi));
             return std::nullopt;
@@ -82,7 +85,8 @@ class Reader {
 
 std::optional<KnobStep> read_knob(Reader& r, const toml::table& t, const std::string& p) {
     KnobStep k;
-    r.only(t, p, {"knob", "direction", "step", "max_steps", "cooldown", "undo_after", "min", "max"});
+    r.only(t, p,
+           {"knob", "direction", "step", "max_steps", "cooldown", "undo_after", "min", "max"});
     if (auto s = r.str(t, p, "knob")) {
         if (*s != "max_num_seqs" && *s != "max_num_batched_tokens") {
             r.fail(t.get("knob"), p + "knob", "must be max_num_seqs or max_num_batched_tokens");
@@ -90,7 +94,8 @@ std::optional<KnobStep> read_knob(Reader& r, const toml::table& t, const std::st
         k.knob = *s;
     }
     if (auto s = r.str(t, p, "direction")) {
-        if (*s != "up" && *s != "down") r.fail(t.get("direction"), p + "direction", "must be up or down");
+        if (*s != "up" && *s != "down")
+            r.fail(t.get("direction"), p + "direction", "must be up or down");
         k.direction = *s == "up" ? 1 : -1;
     }
     if (auto v = r.number(t, p, "step", 0.01, 0.5)) k.fraction = *v;
@@ -138,10 +143,14 @@ void read_rule(Reader& r, const toml::table& t, size_t index, RuleSet& set) {
     if (auto d = r.duration(t, p, "for")) rule.for_ms = *d;
     if (auto d = r.duration(t, p, "keep_firing_for")) rule.keep_firing_for_ms = *d;
     if (auto s = r.str(t, p, "severity")) {
-        if (*s == "warning") rule.severity = Severity::kWarning;
-        else if (*s == "critical") rule.severity = Severity::kCritical;
-        else if (*s == "severe") rule.severity = Severity::kSevere;
-        else r.fail(t.get("severity"), p + "severity", "must be warning, critical or severe");
+        if (*s == "warning")
+            rule.severity = Severity::kWarning;
+        else if (*s == "critical")
+            rule.severity = Severity::kCritical;
+        else if (*s == "severe")
+            rule.severity = Severity::kSevere;
+        else
+            r.fail(t.get("severity"), p + "severity", "must be warning, critical or severe");
     }
     rule.summary = r.str(t, p, "summary").value_or(rule.name);
     rule.description = r.str(t, p, "description").value_or("");
@@ -152,13 +161,16 @@ void read_rule(Reader& r, const toml::table& t, size_t index, RuleSet& set) {
             auto s = v.as_string();
             if (!s) return r.fail(&v, p + "labels." + std::string(k.str()), "expected a string");
             if (k.str() == "severity" || k.str() == "alertname") {
-                return r.fail(&v, p + "labels." + std::string(k.str()), "is set by the rule itself");
+                return r.fail(&v, p + "labels." + std::string(k.str()),
+                              "is set by the rule itself");
             }
             rule.labels[std::string(k.str())] = s->get();
         }
     }
-    if (const toml::node* a = t.get("actions")) read_actions(r, *a, p + "actions", rule);
-    else rule.actions = default_actions(rule.severity);
+    if (const toml::node* a = t.get("actions"))
+        read_actions(r, *a, p + "actions", rule);
+    else
+        rule.actions = default_actions(rule.severity);
     if (const toml::node* k = t.get("knob_step")) {
         if (!k->as_table()) return r.fail(k, p + "knob_step", "expected a table");
         rule.knob = read_knob(r, *k->as_table(), p + "knob_step.");
@@ -276,12 +288,15 @@ Result<RuleSet> parse_rules(std::string_view text, const std::string& source_nam
     }
     if (const toml::node* rules = root.get("rule")) {
         const toml::array* arr = rules->as_array();
-        if (!arr) return make_error(ErrorCode::kInvalidFile, "{}:{}:rule: expected [[rule]] tables",
-                                    source_name, rules->source().begin.line);
+        if (!arr)
+            return make_error(ErrorCode::kInvalidFile, "{}:{}:rule: expected [[rule]] tables",
+                              source_name, rules->source().begin.line);
         for (size_t i = 0; i < arr->size() && !r.failed(); ++i) {
             const toml::table* t = (*arr)[i].as_table();
-            if (!t) r.fail(&(*arr)[i], fmt::format("rule[{}]", i), "expected a table");
-            else read_rule(r, *t, i, set);
+            if (!t)
+                r.fail(&(*arr)[i], fmt::format("rule[{}]", i), "expected a table");
+            else
+                read_rule(r, *t, i, set);
         }
     }
     if (r.failed()) return r.error();

@@ -102,18 +102,24 @@ class Parser {
     ExprPtr parse_sum() {
         ExprPtr l = parse_product();
         while (!err_) {
-            if (eat("+")) l = binary("+", l, parse_product());
-            else if (eat("-")) l = binary("-", l, parse_product());
-            else break;
+            if (eat("+"))
+                l = binary("+", l, parse_product());
+            else if (eat("-"))
+                l = binary("-", l, parse_product());
+            else
+                break;
         }
         return l;
     }
     ExprPtr parse_product() {
         ExprPtr l = parse_unary();
         while (!err_) {
-            if (eat("*")) l = binary("*", l, parse_unary());
-            else if (eat("/")) l = binary("/", l, parse_unary());
-            else break;
+            if (eat("*"))
+                l = binary("*", l, parse_unary());
+            else if (eat("/"))
+                l = binary("/", l, parse_unary());
+            else
+                break;
         }
         return l;
     }
@@ -157,14 +163,15 @@ ExprPtr Parser::parse_unary() {
         e->kind = Expr::Kind::kFunc;
         e->func = "ratio";
         e->range_ms = range;
-        e->sel = Selector{"pagoda_request_errors_total", {{"kind", "invalid", false}}};
+        e->sel = Selector{"pagoda_request_errors_total", {}};
         e->sel2 = Selector{"pagoda_requests_total", {}};
         return e;
     }
     if (range != 0) {
-        return fail("'{}[...]' needs a function around it: rate, increase, avg, max, min, "
-                    "quantile or ratio",
-                    name);
+        return fail(
+            "'{}[...]' needs a function around it: rate, increase, avg, max, min, "
+            "quantile or ratio",
+            name);
     }
     const MetricInfo* m = find_metric(e->sel.name);
     if (m->type == MetricType::kHistogram) {
@@ -192,10 +199,13 @@ bool Parser::parse_matchers(Selector& sel) {
         LabelMatcher m;
         m.key = ident();
         if (m.key.empty()) return fail("expected a label name"), false;
-        if (eat("!=")) m.equal = false;
-        else if (!eat("=")) return fail("expected '=' or '!=' after label '{}'", m.key), false;
+        if (eat("!="))
+            m.equal = false;
+        else if (!eat("="))
+            return fail("expected '=' or '!=' after label '{}'", m.key), false;
         skip();
-        if (pos_ >= s_.size() || s_[pos_] != '"') return fail("expected a quoted label value"), false;
+        if (pos_ >= s_.size() || s_[pos_] != '"')
+            return fail("expected a quoted label value"), false;
         const size_t end = s_.find('"', pos_ + 1);
         if (end == std::string_view::npos) return fail("unterminated label value"), false;
         m.value = std::string(s_.substr(pos_ + 1, end - pos_ - 1));
@@ -237,9 +247,10 @@ bool Parser::parse_selector(std::string name, Selector& sel, int64_t& range_ms) 
 ExprPtr Parser::parse_call(const std::string& f) {
     static const char* kFuncs[] = {"rate", "increase", "avg", "max", "min", "quantile", "ratio"};
     if (std::find(std::begin(kFuncs), std::end(kFuncs), f) == std::end(kFuncs)) {
-        return fail("unknown function '{}' (allowed: rate, increase, avg, max, min, quantile, "
-                    "ratio)",
-                    f);
+        return fail(
+            "unknown function '{}' (allowed: rate, increase, avg, max, min, quantile, "
+            "ratio)",
+            f);
     }
     auto e = std::make_shared<Expr>();
     e->kind = Expr::Kind::kFunc;
@@ -253,7 +264,8 @@ ExprPtr Parser::parse_call(const std::string& f) {
     }
     if (!parse_selector(ident(), e->sel, e->range_ms)) return nullptr;
     if (e->range_ms == 0) return fail("{}() needs a window, e.g. {}[5m]", f, e->sel.name);
-    if (e->sel.name == "error_ratio") return fail("error_ratio[w] is already a ratio; use it alone");
+    if (e->sel.name == "error_ratio")
+        return fail("error_ratio[w] is already a ratio; use it alone");
     const MetricType t = find_metric(e->sel.name)->type;
     if (f == "ratio") {
         int64_t r2 = 0;
@@ -323,8 +335,8 @@ Result<int64_t> parse_duration_ms(std::string_view text) {
         const char* name;
         int64_t ms;
     };
-    static const Unit kUnits[] = {{"ms", 1},         {"s", 1000},         {"m", 60'000},
-                                  {"h", 3'600'000}, {"d", 86'400'000}};
+    static const Unit kUnits[] = {
+        {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}};
     size_t i = 0;
     while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
     const std::string_view unit = text.substr(i);

@@ -44,12 +44,12 @@ struct Expr {
     enum class Kind { kNumber, kInstant, kFunc, kBinary, kNeg };
     Kind kind = Kind::kNumber;
     double number = 0;
-    Selector sel;              // kInstant; kFunc's first selector
-    Selector sel2;             // ratio's denominator
-    int64_t range_ms = 0;      // kFunc: the window
-    std::string func;          // kFunc: rate | increase | avg | max | min | quantile | ratio
-    std::string op;            // kBinary: + - * / > < >= <= == != and or
-    double q = 0;              // quantile
+    Selector sel;          // kInstant; kFunc's first selector
+    Selector sel2;         // ratio's denominator
+    int64_t range_ms = 0;  // kFunc: the window
+    std::string func;      // kFunc: rate | increase | avg | max | min | quantile | ratio
+    std::string op;        // kBinary: + - * / > < >= <= == != and or
+    double q = 0;          // quantile
     std::shared_ptr<const Expr> lhs, rhs;  // kBinary, kNeg (lhs)
 };
 

@@ -72,6 +72,9 @@ struct EngineStats {
     double decode_steps_s = 0;        // time of steps without prefill tokens
     int64_t decode_steps_tokens = 0;  // tokens those steps generated
     RuntimeKnobs knobs;
+    // Estimated bytes the forward passes read from memory: the weights once per pass and
+    // the KV of every sequence's context (CPU backend; the simulated GPU models its own).
+    double memory_traffic_bytes = 0;
 };
 
 // Per-step stage durations, observed by the engine thread after each step (seconds).
@@ -145,6 +148,10 @@ class Engine {
     void fork_samples(LiveRequest& r, kvcache::SeqId parent);
     void emit(const std::vector<SampledToken>& sampled);
     void record_step(const scheduler::BatchPlan& plan, const StepTimings& t);
+    // The requests of this step, each once (their stage times are summed per request), and
+    // the step's memory traffic.
+    std::vector<LiveRequest*> stepped_requests(const scheduler::BatchPlan& plan);
+    void add_output_time(const std::vector<LiveRequest*>& stepped, double output_s);
     void publish(const scheduler::BatchPlan& plan, const StepTimings& t);
     void deliver();  // pushes outbox_ to the streams; call after publish()
 

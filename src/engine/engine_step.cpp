@@ -75,8 +75,16 @@ void Engine::step() {
     sample_rows(plan, sampled);
     const auto t3 = Clock::now();
     totals_.generation_tokens += int64_t(sampled.size());
+    const std::vector<LiveRequest*> stepped = stepped_requests(plan);
+    for (LiveRequest* r : stepped) {
+        r->t.schedule_s += seconds(t0, t1);
+        r->t.forward_s += seconds(t1, t2);
+        r->t.sample_s += seconds(t2, t3);
+        ++r->t.steps;
+    }
     emit(sampled);
     const auto t4 = Clock::now();
+    add_output_time(stepped, seconds(t3, t4));
     // Publish first, so a consumer that sees its last event also sees its blocks freed.
     record_step(plan, {seconds(t0, t1), seconds(t1, t2), seconds(t2, t3), seconds(t3, t4)});
     deliver();
@@ -392,6 +400,37 @@ bool Engine::all_released() const {
 
 void Engine::drop_released() {
     std::erase_if(reqs_, [](const std::unique_ptr<LiveRequest>& r) { return r->released; });
+}
+
+std::vector<LiveRequest*> Engine::stepped_requests(const scheduler::BatchPlan& plan) {
+    std::vector<LiveRequest*> out;
+    double context_tokens = 0;
+    for (const auto& x : plan.seqs) {
+        context_tokens += double(x.pos_start + x.num_tokens);
+        auto it = by_seq_.find(x.id);
+        if (it == by_seq_.end() || it->second.req->last_step == step_no_) continue;
+        it->second.req->last_step = step_no_;
+        out.push_back(it->second.req);
+    }
+    if (!model_->simulated()) {
+        const double kv_per_token =
+            double(pool_->bytes_per_block()) / double(std::max(1, pool_->block_size()));
+        totals_.memory_traffic_bytes +=
+            double(model_->file().bytes().size()) + context_tokens * kv_per_token;
+    }
+    return out;
+}
+
+// Requests that finished in this step already have their last event in the outbox: its
+// timings get the output time too.
+void Engine::add_output_time(const std::vector<LiveRequest*>& stepped, double output_s) {
+    for (LiveRequest* r : stepped) {
+        r->t.output_s += output_s;
+        if (!r->released) continue;
+        for (auto& [stream, ev] : outbox_) {
+            if (ev.request_done && stream == r->stream) ev.timings.output_s = r->t.output_s;
+        }
+    }
 }
 
 void Engine::record_step(const scheduler::BatchPlan& plan, const StepTimings& st) {

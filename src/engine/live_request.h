@@ -41,9 +41,10 @@ struct LiveRequest {
     Usage usage;
     // Tokens masked before min_tokens: EOS/EOT (unless ignore_eos) and stop_token_ids.
     std::vector<int32_t> ends;
-    int remaining = 0;      // samples not done
-    bool forked = false;    // samples 1..n-1 have their sequences
-    bool released = false;  // every sample is done; dropped after the step
+    int remaining = 0;       // samples not done
+    bool forked = false;     // samples 1..n-1 have their sequences
+    bool released = false;   // every sample is done; dropped after the step
+    uint64_t last_step = 0;  // the last step it took part in (stage times counted once)
 
     int index_of(const Sample& s) const { return int(&s - samples.data()); }
 };

@@ -38,6 +38,10 @@ struct RequestTimings {
     Clock::time_point arrival, first_scheduled, first_token, finished;
     bool scheduled = false, has_token = false;
     int num_preemptions = 0;
+    // The engine-step stages of the steps this request took part in, summed (seconds):
+    // scheduling and batch building, the forward pass, sampling, output handling.
+    double schedule_s = 0, forward_s = 0, sample_s = 0, output_s = 0;
+    int steps = 0;
     double queue_seconds() const;  // arrival -> first scheduled
     double ttft_seconds() const;   // arrival -> first token
     double e2e_seconds() const;    // arrival -> finished

@@ -117,6 +117,10 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
         std::lock_guard<std::mutex> lock(mu_);
         return disconnected_;
     }
+    void on_complete(std::function<void(double)> fn) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        on_complete_ = std::move(fn);
+    }
 
     // Runs on the connection's coroutine until the answer is complete or the client is
     // gone. Returns whether the connection may serve another request.
@@ -163,6 +167,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             }
             for (Item& it : batch) {
                 boost::system::error_code ec;
+                const auto w0 = std::chrono::steady_clock::now();
                 if (it.kind == Item::kFull) {
                     ok = co_await write_full(stream, it.full, keep_alive && !watch->got_data,
                                              version);
@@ -191,6 +196,8 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                     }
                     complete = true;
                 }
+                write_s_ +=
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
                 if (ec) ok = false;
                 if (!ok) {
                     mark_disconnected();
@@ -200,11 +207,14 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             }
             if (!ok) break;
         }
+        std::function<void(double)> done;
         {
             std::lock_guard<std::mutex> lock(mu_);
             closed_ = true;
             items_.clear();
+            done = std::move(on_complete_);
         }
+        if (done) done(write_s_);
         // Stop the watcher before the connection reads again.
         if (!watch->done) {
             watch->stopping = true;
@@ -255,6 +265,8 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     std::deque<Item> items_;
     bool waiting_ = false, disconnected_ = false, closed_ = false;
     std::function<void()> on_disc_;
+    std::function<void(double)> on_complete_;  // guarded by mu_
+    double write_s_ = 0;                       // the connection's coroutine only
 };
 
 }  // namespace

@@ -55,6 +55,9 @@ class Responder {
     // Called once, on the I/O thread, if the client disconnects before the answer is complete.
     virtual void on_disconnect(std::function<void()> fn) = 0;
     virtual bool disconnected() const = 0;
+    // Called once, on the I/O thread, when the answer has been written or abandoned, with
+    // the seconds spent writing it to the socket (the network-write stage).
+    virtual void on_complete(std::function<void(double write_seconds)> fn) = 0;
 };
 
 // What a handler returns: a response now, or a function that receives the Responder.

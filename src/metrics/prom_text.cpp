@@ -41,8 +41,10 @@ std::optional<Labels> parse_labels(std::string_view s, size_t& i) {
         ++i;  // the closing quote
         out.emplace_back(std::move(key), std::move(value));
         while (i < s.size() && s[i] == ' ') ++i;
-        if (i < s.size() && s[i] == ',') ++i;
-        else if (i >= s.size() || s[i] != '}') return std::nullopt;
+        if (i < s.size() && s[i] == ',')
+            ++i;
+        else if (i >= s.size() || s[i] != '}')
+            return std::nullopt;
     }
 }
 

@@ -59,6 +59,7 @@ class Model {
     bool simulated() const { return sim_ != nullptr; }
     const sim::PerfModel* perf_model() const { return sim_ ? &sim_->perf : nullptr; }
     SimTotals sim_totals() const;  // thread-safe
+    double sim_speed() const { return sim_ ? sim_->opts.speed : 1.0; }
 
     // Runs the batch: writes K/V for every row through `kv`, returns logits for
     // batch.logits_rows into `logits` ([rows][vocab_size], resized here).

@@ -155,9 +155,45 @@ std::optional<http::Reply> OpenAiServer::admin_control(const http::Request& req)
     return std::nullopt;
 }
 
+// Alerting: rule states, rules and their reload, Alertmanager's webhook, the human pause,
+// the audit log; and the slowest recent requests with their stage breakdown.
+std::optional<http::Reply> OpenAiServer::admin_alerts(const http::Request& req) {
+    const std::string& p = req.path;
+    const bool get = req.method == "GET", post = req.method == "POST";
+    if (p == "/admin/requests/slowest" && get) {
+        const int n = query_int(req.target, "n", 20);
+        if (n < 1 || n > 1000) return bad_request("'n' must be an integer in [1, 1000]", "n");
+        return reply(json_response(200, metrics_.requests().slowest(n)));
+    }
+    if (!cfg_.config_admin) return std::nullopt;
+    ConfigAdmin& c = *cfg_.config_admin;
+    if (p == "/admin/alerts" && get) return from_admin(c.alerts());
+    if (p == "/admin/rules" && get) return from_admin(c.rules(false));
+    if (p == "/admin/rules/reload" && post) return from_admin(c.rules(true));
+    if (p == "/admin/alerts/webhook" && post) {
+        http::Response err;
+        auto j = parse_body(req, err);
+        if (!j) return reply(err);
+        return from_admin(c.alert_webhook(*j));
+    }
+    if (p == "/admin/control" && get) return from_admin(c.control("status"));
+    if ((p == "/admin/control/pause" || p == "/admin/control/resume") && post) {
+        return from_admin(c.control(p.substr(std::string("/admin/control/").size())));
+    }
+    if (p == "/admin/audit" && get) {
+        const int limit = query_int(req.target, "limit", 100);
+        if (limit < 1 || limit > 10000) {
+            return bad_request("'limit' must be an integer in [1, 10000]", "limit");
+        }
+        return from_admin(c.events(query_string(req.target, "kind"), limit));
+    }
+    return std::nullopt;
+}
+
 http::Reply OpenAiServer::admin(const http::Request& req) {
     const std::string& p = req.path;
     if (cfg_.config_admin && p.rfind("/admin/config", 0) == 0) return admin_config(req);
+    if (auto r = admin_alerts(req)) return *r;
     if (cfg_.config_admin) {
         if (auto r = admin_control(req)) return *r;
     }

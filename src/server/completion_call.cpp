@@ -104,9 +104,10 @@ class Call : public std::enable_shared_from_this<Call> {
         }
         const bool all = std::all_of(prompts_.begin(), prompts_.end(),
                                      [](const PromptState& p) { return p.done; });
+        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        http_output_s_ += dt;
         if (all) finish();
-        ctx_.metrics.output_seconds().observe(
-            std::chrono::duration<double>(Clock::now() - t0).count());
+        ctx_.metrics.output_seconds().observe(dt);
     }
 
   private:
@@ -130,6 +131,7 @@ class Call : public std::enable_shared_from_this<Call> {
     void on_request_done(PromptState& p, const engine::Event& ev);
     json usage_json() const;
     void finish();
+    void record(int status);  // the request's stage record, once the answer is written
     void finish_stream(bool failed);
     void send_body();
 
@@ -145,6 +147,9 @@ class Call : public std::enable_shared_from_this<Call> {
     std::string error_message_;
     FinishReason error_reason_ = FinishReason::kStop;
     bool complete_ = false;
+    double http_output_s_ = 0;
+    engine::RequestTimings slowest_;  // of its prompts, by end-to-end latency
+    std::vector<double> itl_;         // every prompt's gaps
 };
 
 void Call::on_event(size_t p, const engine::Event& ev) {
@@ -234,6 +239,8 @@ void Call::on_request_done(PromptState& p, const engine::Event& ev) {
     usage_.prompt_tokens += ev.usage.prompt_tokens;
     usage_.completion_tokens += ev.usage.completion_tokens;
     usage_.cached_tokens += ev.usage.cached_tokens;
+    if (ev.timings.e2e_seconds() >= slowest_.e2e_seconds()) slowest_ = ev.timings;
+    itl_.insert(itl_.end(), p.itl.begin(), p.itl.end());
     if (!warmup_) ctx_.metrics.record_finished(ev, p.itl);
 }
 
@@ -253,10 +260,11 @@ void Call::finish() {
     --ctx_.in_flight;
     const bool failed = error_reason_ != FinishReason::kStop && usage_.completion_tokens == 0;
     if ((stream_ || !failed) && !warmup_) ctx_.metrics.count_response(200);
+    const int status = !failed ? 200 : error_reason_ == FinishReason::kRejected ? 429 : 500;
+    if (!warmup_) record(stream_ ? 200 : status);
     if (stream_) {
         finish_stream(failed);
     } else if (failed) {
-        const int status = error_reason_ == FinishReason::kRejected ? 429 : 500;
         ctx_.metrics.count_response(status);
         resp_->send(api_error(status,
                               error_message_.empty() ? "the request failed" : error_message_,
@@ -264,6 +272,30 @@ void Call::finish() {
     } else {
         send_body();
     }
+}
+
+void Call::record(int status) {
+    RequestLog& log = ctx_.metrics.requests();
+    if (error_reason_ == FinishReason::kRejected) log.count_error(ErrorKind::kRejected);
+    if (error_reason_ == FinishReason::kTimeout) log.count_error(ErrorKind::kTimeout);
+    if (error_reason_ == FinishReason::kError) log.count_error(ErrorKind::kInternal);
+    RequestRecord r;
+    r.id = id_;
+    r.endpoint = chat_ ? "chat" : "completions";
+    r.status = status;
+    r.finish_reason = choices_.empty() ? "" : choices_.back().finish;
+    r.prompt_tokens = usage_.prompt_tokens;
+    r.completion_tokens = usage_.completion_tokens;
+    r.finished_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+    r.timings = slowest_;
+    r.http_output_s = http_output_s_;
+    // The network write is known once the socket has taken the whole answer.
+    resp_->on_complete([&log, r = std::move(r), itl = std::move(itl_)](double write_s) mutable {
+        r.network_write_s = write_s;
+        log.add(std::move(r), itl);
+    });
 }
 
 void Call::finish_stream(bool failed) {
@@ -338,6 +370,7 @@ http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin
         return reply(api_error(e->status, e->message, e->type, e->param));
     }
     ParsedRequest& pr = std::get<ParsedRequest>(parsed);
+    if (origin != Origin::kWarmup) ctx.metrics.requests().count_request();
     auto call = std::make_shared<Call>(ctx, endpoint, origin, pr);
     for (auto& prompt : pr.prompts) {
         engine::Request r;
@@ -350,6 +383,7 @@ http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin
             if (s.error().code != ErrorCode::kResourceExhausted) {
                 return bad_request(s.error().message);
             }
+            if (origin != Origin::kWarmup) ctx.metrics.requests().count_error(ErrorKind::kRejected);
             http::Response resp = api_error(429, s.error().message, "rate_limit_error");
             const int retry = int(std::ceil(ctx.engine.retry_after_seconds()));
             resp.headers.emplace_back("Retry-After", std::to_string(retry));

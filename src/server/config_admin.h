@@ -33,6 +33,26 @@ class ConfigAdmin {
     // GET /admin/events?kind=K&limit=N: the audit log, newest first.
     virtual AdminReply events(const std::string& kind, int limit) = 0;
     virtual std::string metrics_text(const std::string& model_name) = 0;
+
+    // Alerting (issue 14). GET /admin/alerts: every rule's state.
+    virtual AdminReply alerts() { return off(); }
+    // GET /admin/rules, or POST /admin/rules/reload (`reload`): a bad file is refused and
+    // the running rules stay.
+    virtual AdminReply rules(bool reload) { return off(); }
+    // POST /admin/alerts/webhook: Alertmanager's webhook payload (version 4).
+    virtual AdminReply alert_webhook(const nlohmann::json& payload) { return off(); }
+    // POST /admin/control/pause | /admin/control/resume, GET /admin/control.
+    virtual AdminReply control(const std::string& verb) { return off(); }
+
+  private:
+    static AdminReply off() {
+        return {404,
+                {{"error",
+                  {{"message", "alerting is not enabled on this server"},
+                   {"type", "not_found_error"},
+                   {"param", nullptr},
+                   {"code", 404}}}}};
+    }
 };
 
 }  // namespace pagoda::server

@@ -10,10 +10,6 @@ namespace pagoda::server {
 
 namespace {
 
-std::vector<double> latency_buckets() {
-    return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
-            0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
-}
 std::vector<double> token_buckets() {
     return {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000};
 }
@@ -26,7 +22,7 @@ metrics::Labels with(const metrics::Labels& base, const char* key, std::string v
 
 }  // namespace
 
-ServerMetrics::ServerMetrics()
+ServerMetrics::ServerMetrics(LengthClasses classes)
     : ttft_(latency_buckets()),
       itl_(latency_buckets()),
       e2e_(latency_buckets()),
@@ -35,7 +31,8 @@ ServerMetrics::ServerMetrics()
       decode_(latency_buckets()),
       prompt_tokens_(token_buckets()),
       gen_tokens_(token_buckets()),
-      output_({1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01}) {}
+      output_({1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01}),
+      log_(std::move(classes)) {}
 
 void ServerMetrics::record_finished(const engine::Event& last, const std::vector<double>& itl) {
     const auto& t = last.timings;
@@ -66,6 +63,7 @@ std::string ServerMetrics::text(const MetricsSources& src) const {
     if (src.vllm_names) write_request_families(w, "vllm:", *st, model);
     write_native_detail(w, src, *st, model);
     write_resources(w, src, *st, model);
+    log_.write(w, model);
     return w.text();
 }
 
@@ -161,6 +159,13 @@ void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSou
     }
     w.family("pagoda_ready", "gauge", "1 when ready to serve, 0 while warming up or draining.");
     w.sample("pagoda_ready", model, src.ready ? 1.0 : 0.0);
+    w.family("pagoda_replica_state", "gauge",
+             "1 for the replica's state: warming, serving, shedding (an alert moves traffic "
+             "away) or draining.");
+    for (const char* state : {"warming", "serving", "shedding", "draining"}) {
+        w.sample("pagoda_replica_state", with(model, "state", state),
+                 src.replica_state == state ? 1.0 : 0.0);
+    }
     const auto& sh = src.engine.step_histograms();
     for (auto [name, h] : {std::pair{"pagoda_step_schedule_seconds", &sh.schedule},
                            {"pagoda_step_forward_seconds", &sh.forward},
@@ -200,7 +205,50 @@ void ServerMetrics::write_resources(metrics::TextWriter& w, const MetricsSources
         gauge("pagoda_http_open_connections", "Open HTTP connections.",
               double(src.open_connections()));
     }
+    write_memory(w, src, st, model);
     if (src.engine.model().simulated()) write_sim(w, src, st, model);
+}
+
+void ServerMetrics::write_memory(metrics::TextWriter& w, const MetricsSources& src,
+                                 const engine::EngineStats& st,
+                                 const metrics::Labels& model) const {
+    auto gauge = [&](const char* name, const char* help, double v) {
+        w.family(name, "gauge", help);
+        w.sample(name, model, v);
+    };
+    const model::Model& m = src.engine.model();
+    double used = 0, limit = 0, traffic = st.memory_traffic_bytes, peak = src.memory_bandwidth;
+    if (const auto* perf = m.perf_model()) {  // one modelled GPU
+        const model::SimTotals t = m.sim_totals();
+        limit = double(perf->gpu().memory_bytes());
+        used = double(perf->shape().total_params()) * perf->weight_bytes_per_param() / perf->tp() +
+               (st.blocks.total > 0 ? st.blocks.usage * double(src.engine.kv_cache_bytes()) : 0);
+        traffic = t.bytes;
+        peak = perf->gpu().memory_tbps * 1e12 * m.sim_speed();
+    } else {
+        used = double(read_process_stats().rss_bytes);
+        limit =
+            double(src.memory_limit_bytes > 0 ? src.memory_limit_bytes : physical_memory_bytes());
+    }
+    gauge("pagoda_memory_used_bytes",
+          "Memory in use: resident set (CPU) or modelled weights + KV in use on one GPU (sim).",
+          used);
+    gauge("pagoda_memory_limit_bytes",
+          "The memory limit: --memory-limit, else the cgroup limit, else physical memory "
+          "(sim: the GPU's memory).",
+          limit);
+    gauge("pagoda_memory_usage_perc", "pagoda_memory_used_bytes / pagoda_memory_limit_bytes.",
+          limit > 0 ? used / limit : 0);
+    w.family("pagoda_memory_traffic_bytes_total", "counter",
+             "Bytes the forward passes read: weights once per pass plus the KV of each context "
+             "(sim: modelled HBM traffic per GPU).");
+    w.sample("pagoda_memory_traffic_bytes_total", model, traffic);
+    if (peak > 0) {
+        gauge("pagoda_memory_bandwidth_peak_bytes_per_second",
+              "Peak memory bandwidth: measured at start (CPU) or the card's (sim, times "
+              "--sim-speed); utilisation = rate(pagoda_memory_traffic_bytes_total) / this.",
+              peak);
+    }
 }
 
 // The simulated GPU's modelled utilisation (--backend sim), per GPU of the TP group. The

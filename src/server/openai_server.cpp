@@ -27,7 +27,13 @@ bool equal_constant_time(std::string_view a, std::string_view b) {
 }  // namespace
 
 OpenAiServer::OpenAiServer(engine::Engine& engine, ServerConfig cfg)
-    : engine_(engine), cfg_(std::move(cfg)), created_(unix_now()) {}
+    : engine_(engine), cfg_(std::move(cfg)), created_(unix_now()), metrics_(cfg_.length_classes) {}
+
+const char* OpenAiServer::replica_state() const {
+    if (draining_) return "draining";
+    if (!ready_) return "warming";
+    return shedding_ ? "shedding" : "serving";
+}
 
 bool bearer_matches(const http::Request& req, const std::vector<std::string>& keys) {
     const std::string_view h = req.header("authorization");
@@ -119,6 +125,13 @@ http::Reply OpenAiServer::readiness() const {
         return reply(api_error(503, "draining: not accepting new requests", "server_error"));
     }
     if (!ready_) return reply(api_error(503, "warming up", "server_error"));
+    if (shedding_) {
+        http::Response r = api_error(
+            503,
+            "shedding: an alert moves traffic to other replicas (GET /admin/alerts says which)",
+            "server_error");
+        return reply(r);
+    }
     return reply(json_response(200, json{{"status", "ready"}}));
 }
 
@@ -137,7 +150,10 @@ std::string OpenAiServer::metrics_text() const {
                                       .model_name = cfg_.served_model_name,
                                       .ready = ready(),
                                       .vllm_names = cfg_.vllm_metrics,
-                                      .open_connections = cfg_.open_connections});
+                                      .open_connections = cfg_.open_connections,
+                                      .memory_limit_bytes = cfg_.memory_limit_bytes,
+                                      .memory_bandwidth = cfg_.memory_bandwidth,
+                                      .replica_state = replica_state()});
     if (cfg_.config_admin) text += cfg_.config_admin->metrics_text(cfg_.served_model_name);
     return text;
 }

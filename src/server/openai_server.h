@@ -32,6 +32,9 @@ struct ServerConfig {
     // Also publish the vllm:* names gateways and autoscalers read. Off for scrapers or
     // linters that reject ':' in names (promtool check metrics); pagoda_* stays complete.
     bool vllm_metrics = true;
+    LengthClasses length_classes;    // the business layer's short | long split
+    int64_t memory_limit_bytes = 0;  // --memory-limit or the cgroup's (0: physical memory)
+    double memory_bandwidth = 0;     // measured peak, bytes/s, for the bandwidth metrics
 };
 
 class OpenAiServer {
@@ -47,8 +50,14 @@ class OpenAiServer {
     // Stop admitting: new generation requests get 503; in-flight ones continue.
     void start_drain() { draining_.store(true); }
     bool draining() const { return draining_.load(); }
+    // An alert moves traffic away: /ready answers 503 "shedding" (requests still served).
+    void set_shedding(bool shedding) { shedding_.store(shedding); }
+    bool shedding() const { return shedding_.load(); }
+    // warming | serving | shedding | draining
+    const char* replica_state() const;
     int64_t in_flight() const { return in_flight_.load(); }
     std::string metrics_text() const;
+    nlohmann::json slowest_requests(int n) const { return metrics_.requests().slowest(n); }
 
   private:
     http::Reply route(const http::Request& req, Origin origin);
@@ -59,12 +68,13 @@ class OpenAiServer {
     http::Reply admin(const http::Request& req);  // admin_routes.cpp
     http::Reply admin_config(const http::Request& req);
     std::optional<http::Reply> admin_control(const http::Request& req);
+    std::optional<http::Reply> admin_alerts(const http::Request& req);
     bool authorized(const http::Request& req) const;
     bool admin_authorized(const http::Request& req) const;
 
     engine::Engine& engine_;
     ServerConfig cfg_;
-    std::atomic<bool> ready_{false}, draining_{false};
+    std::atomic<bool> ready_{false}, draining_{false}, shedding_{false};
     std::atomic<int64_t> in_flight_{0};
     int64_t created_ = 0;
     ServerMetrics metrics_;

@@ -41,4 +41,9 @@ ProcessStats read_process_stats() {
     return ps;
 }
 
+int64_t physical_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? int64_t(pages) * page : 0;
+}
+
 }  // namespace pagoda::server

@@ -14,4 +14,7 @@ struct ProcessStats {
 // Zeros where /proc cannot be read.
 ProcessStats read_process_stats();
 
+// Physical memory (sysconf); 0 when unknown.
+int64_t physical_memory_bytes();
+
 }  // namespace pagoda::server

@@ -2,7 +2,9 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -302,6 +304,27 @@ void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape,
 void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq,
                      const float* q, float* out) {
     paged_attention_batch(kv, shape, {seq}, {0}, q, out);
+}
+
+double measure_read_bandwidth(size_t bytes, int reps) {
+    auto mem = HugeBuffer::allocate(bytes);
+    if (!mem.ok()) return 0;
+    const int64_t n = int64_t(bytes / sizeof(float));
+    float* buf = mem->as<float>();
+    std::fill(buf, buf + n, 1.0f);
+    adopt_num_threads();
+    const int chunks = 64;
+    double best = 0;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        double total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+        for (int c = 0; c < chunks; ++c) total += sum_f32(buf + c * (n / chunks), n / chunks);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (total > 0 && s > 0) best = std::max(best, double(bytes) / s);
+    }
+    return best;
 }
 
 }  // namespace pagoda::kernels::cpu

@@ -50,6 +50,10 @@ void adopt_num_threads();
 float dot_f32(const float* a, const float* b, int n);
 void axpy_f32(float a, const float* x, float* y, int n);  // y += a * x
 float sum_f32(const float* a, int64_t n);                 // streaming read
+// Memory read bandwidth in bytes/s: the best of `reps` parallel sums over a huge-page
+// buffer of `bytes` (far beyond the caches), on the compute pool. 0 if it cannot allocate.
+// `pagoda serve` measures it at start for the bandwidth metrics (about 0.2 s).
+double measure_read_bandwidth(size_t bytes = size_t(256) << 20, int reps = 3);
 // Quantizes x[n] (n % 32 == 0) to int8 with one float scale per 32 values.
 void quantize_q8(const float* x, int n, int8_t* q, float* d);
 
