@@ -15,6 +15,7 @@ using server::AdminReply;
 int status_of(ErrorCode code) {
     switch (code) {
         case ErrorCode::kInvalidArgument:
+        case ErrorCode::kInvalidFile:
         case ErrorCode::kOutOfRange: return 400;
         case ErrorCode::kNotFound: return 404;
         case ErrorCode::kConflict: return 409;

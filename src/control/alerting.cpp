@@ -329,7 +329,7 @@ void Alerting::send_out(const AlertRule& rule, const AlertStatus& s, const std::
         in.alert = alert;
         std::vector<std::string> names;
         int64_t range = 0;
-        referenced(*rule.expr, names, range);
+        if (rule.expr) referenced(*rule.expr, names, range);  // external alerts have none
         in.metric_snapshot = json::object();
         in.series_window = json::array();
         for (const std::string& n : names) {

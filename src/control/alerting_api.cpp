@@ -66,6 +66,7 @@ json Alerting::rules_json() const {
     }
     return {{"source", rules_.source},
             {"interval", format_duration(rules_.interval_ms)},
+            {"metrics", rules_.metric_names()},
             {"rules", rules}};
 }
 

@@ -36,6 +36,8 @@ std::vector<MetricInfo> build() {
         {"kv_cache_blocks", G},
         {"kv_cache_memory_bytes", G},
         {"engine_steps_total", C},
+        {"max_num_seqs", G},
+        {"max_num_batched_tokens", G},
         {"engine_step_seconds_total", C},
         {"step_schedule_seconds", H},
         {"step_forward_seconds", H},

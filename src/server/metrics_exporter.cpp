@@ -133,6 +133,11 @@ void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSou
                             {"cached", st.blocks.cached}}) {
         w.sample("pagoda_kv_cache_blocks", with(model, "state", state), double(v));
     }
+    w.family("pagoda_max_num_seqs", "gauge", "The running max_num_seqs (batch size cap).");
+    w.sample("pagoda_max_num_seqs", model, double(st.knobs.max_num_seqs));
+    w.family("pagoda_max_num_batched_tokens", "gauge",
+             "The running max_num_batched_tokens (token cap per step).");
+    w.sample("pagoda_max_num_batched_tokens", model, double(st.knobs.max_num_batched_tokens));
     w.family("pagoda_engine_steps_total", "counter", "Engine steps run.");
     w.sample("pagoda_engine_steps_total", model, double(st.steps));
     w.family("pagoda_engine_step_seconds_total", "counter", "Time in engine steps by stage.");
