@@ -257,6 +257,29 @@ Result<control::ControlOptions> control_options(const ServeFlags& f) {
     return o;
 }
 
+// The server's settings from the flags: names, keys, metrics options.
+Result<server::ServerConfig> server_config(const ServeFlags& f,
+                                           const control::ControlOptions& ctl) {
+    server::ServerConfig sc;
+    sc.served_model_name = f.served_model_name;
+    if (sc.served_model_name.empty()) {
+        sc.served_model_name = f.backend == "sim" ? f.sim_model : f.model;
+        const size_t slash = sc.served_model_name.find_last_of('/');
+        if (slash != std::string::npos)
+            sc.served_model_name = sc.served_model_name.substr(slash + 1);
+    }
+    sc.api_keys = f.api_keys;
+    sc.admin_api_keys = f.admin_api_keys;
+    if (const char* k = std::getenv("PAGODA_ADMIN_API_KEY"); k != nullptr && *k != '\0') {
+        sc.admin_api_keys.emplace_back(k);
+    }
+    sc.vllm_metrics = f.vllm_metrics;
+    PAGODA_ASSIGN_OR_RETURN(sc.length_classes, length_classes(f.alerts));
+    sc.memory_limit_bytes = ctl.guard.memory_limit_bytes;
+    PAGODA_ASSIGN_OR_RETURN(sc.memory_bandwidth, memory_bandwidth(f.alerts, f.backend == "sim"));
+    return sc;
+}
+
 // The rules and their actions, wired to the server once it exists (`api`).
 Result<std::unique_ptr<control::Alerting>> make_alerting(const ServeFlags& f, engine::Engine& eng,
                                                          control::ControlPlane& plane,
@@ -330,21 +353,11 @@ int run_serve(const ServeFlags& f) {
     }
     auto eng = engine::Engine::create(**m, *cfg);
     if (!eng.ok()) return fail(eng.error());
-    server::ServerConfig sc;
-    sc.served_model_name = f.served_model_name;
-    if (sc.served_model_name.empty()) {
-        sc.served_model_name = f.backend == "sim" ? f.sim_model : f.model;
-        const size_t slash = sc.served_model_name.find_last_of('/');
-        if (slash != std::string::npos)
-            sc.served_model_name = sc.served_model_name.substr(slash + 1);
-    }
-    sc.api_keys = f.api_keys;
-    sc.admin_api_keys = f.admin_api_keys;
-    if (const char* k = std::getenv("PAGODA_ADMIN_API_KEY"); k != nullptr && *k != '\0') {
-        sc.admin_api_keys.emplace_back(k);
-    }
     auto ctl = control_options(f);
     if (!ctl.ok()) return fail(ctl.error());
+    auto scfg = server_config(f, *ctl);
+    if (!scfg.ok()) return fail(scfg.error());
+    server::ServerConfig& sc = *scfg;
     auto plane = control::ControlPlane::open(**eng, *ctl);
     if (!plane.ok()) return fail(plane.error());
     // The alerting reads the server's own /metrics: bound once the server exists.
@@ -354,14 +367,6 @@ int run_serve(const ServeFlags& f) {
     std::shared_ptr<ControlAdmin> admin =
         make_config_admin(std::move(plane).value(), std::move(alerting).value());
     sc.config_admin = admin;
-    sc.vllm_metrics = f.vllm_metrics;
-    auto classes = length_classes(f.alerts);
-    if (!classes.ok()) return fail(classes.error());
-    sc.length_classes = *classes;
-    sc.memory_limit_bytes = ctl->guard.memory_limit_bytes;
-    auto bandwidth = memory_bandwidth(f.alerts, f.backend == "sim");
-    if (!bandwidth.ok()) return fail(bandwidth.error());
-    sc.memory_bandwidth = *bandwidth;
     std::atomic<http::Server*> server_ptr{nullptr};
     sc.open_connections = [&server_ptr] {
         http::Server* s = server_ptr.load();

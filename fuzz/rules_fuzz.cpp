@@ -48,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             h.add(1000, p.samples);
             for (const auto& s : p.samples) {
                 (void)h.rate({s.name, {}}, 5000, 1000);
-                (void)control::histogram_quantile(0.9, h.bucket_increases({s.name, {}}, 5000, 1000));
+                (void)control::histogram_quantile(0.9,
+                                                  h.bucket_increases({s.name, {}}, 5000, 1000));
             }
             break;
         }
