@@ -14,26 +14,14 @@
 #include <sstream>
 
 #include "base/check.h"
+#include "control/control_test_util.h"
 #include "testdata/stories260k_golden.h"
 
 namespace pagoda::control {
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-    const auto d = std::filesystem::path(::testing::TempDir()) /
-                   fmt::format("pagoda-alerting-{}-{}", name, ::getpid());
-    std::filesystem::remove_all(d);
-    return d.string();
-}
-
-model::Model& stories() {
-    static std::unique_ptr<model::Model> m = [] {
-        auto r = model::Model::load(testdata::kStoriesPath);
-        PAGODA_CHECK(r.ok()) << r.error().message;
-        return std::move(r).value();
-    }();
-    return *m;
-}
+using test_util::fresh_dir;
+using test_util::stories;
 
 // An engine, its config manager, and Alerting over a metrics text the test sets.
 struct Rig {

@@ -10,17 +10,14 @@
 
 #include "base/check.h"
 #include "control/config_manager.h"
+#include "control/control_test_util.h"
 #include "testdata/stories260k_golden.h"
 
 namespace pagoda::control {
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-    const auto d = std::filesystem::path(::testing::TempDir()) /
-                   fmt::format("pagoda-control-{}-{}", name, ::getpid());
-    std::filesystem::remove_all(d);
-    return d.string();
-}
+using test_util::fresh_dir;
+using test_util::stories;
 
 std::string patch_error(const json& patch) {
     auto r = apply_patch(EngineSettings{}, patch);
@@ -95,15 +92,6 @@ TEST(StateDb, CorruptFileIsAClearError) {
     EXPECT_NE(db.error().message.find(dir + "/pagoda.db"), std::string::npos);
     EXPECT_NE(db.error().message.find("not a valid state database"), std::string::npos)
         << db.error().message;
-}
-
-model::Model& stories() {
-    static std::unique_ptr<model::Model> m = [] {
-        auto r = model::Model::load(testdata::kStoriesPath);
-        PAGODA_CHECK(r.ok()) << r.error().message;
-        return std::move(r).value();
-    }();
-    return *m;
 }
 
 std::unique_ptr<engine::Engine> small_engine() {

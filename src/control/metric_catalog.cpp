@@ -57,6 +57,7 @@ std::vector<MetricInfo> build() {
         {"memory_usage_perc", G},
         {"memory_traffic_bytes_total", C},
         {"memory_bandwidth_peak_bytes_per_second", G},
+        {"step_memory_bandwidth_perc", G},
         {"requests_total", C},
         {"request_errors_total", C},
         {"request_stage_seconds", H},

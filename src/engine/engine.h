@@ -75,6 +75,7 @@ struct EngineStats {
     // Estimated bytes the forward passes read from memory: the weights once per pass and
     // the KV of every sequence's context (CPU backend; the simulated GPU models its own).
     double memory_traffic_bytes = 0;
+    double last_step_traffic_bytes = 0;  // of the last forward pass (with last_step.forward_s)
 };
 
 // Per-step stage durations, observed by the engine thread after each step (seconds).
@@ -148,9 +149,11 @@ class Engine {
     void fork_samples(LiveRequest& r, kvcache::SeqId parent);
     void emit(const std::vector<SampledToken>& sampled);
     void record_step(const scheduler::BatchPlan& plan, const StepTimings& t);
-    // The requests of this step, each once (their stage times are summed per request), and
-    // the step's memory traffic.
-    std::vector<LiveRequest*> stepped_requests(const scheduler::BatchPlan& plan);
+    void fail_step(const scheduler::BatchPlan& plan, const StepTimings& t, const Error& e);
+    // The requests of this step, each once, with the step's schedule, forward and sample
+    // times added to theirs; and the step's memory traffic.
+    std::vector<LiveRequest*> stepped_requests(const scheduler::BatchPlan& plan,
+                                               const StepTimings& t);
     void add_output_time(const std::vector<LiveRequest*>& stepped, double output_s);
     void publish(const scheduler::BatchPlan& plan, const StepTimings& t);
     void deliver();  // pushes outbox_ to the streams; call after publish()

@@ -54,19 +54,7 @@ void Engine::step() {
     const auto t1 = Clock::now();
     const Status fst = model_->forward(batch_, kvcache::KvView(*pool_), logits_);
     const auto t2 = Clock::now();
-    if (!fst.ok()) {
-        log_warn("forward_failed step={} error=\"{}\"", step_no_, fst.error().message);
-        for (const auto& x : plan.seqs) {
-            auto it = by_seq_.find(x.id);
-            if (it != by_seq_.end() && !it->second.req->released) {
-                fail_request(*it->second.req, FinishReason::kError, fst.error().message);
-            }
-        }
-        publish(plan, StepTimings{seconds(t0, t1), seconds(t1, t2), 0, 0});
-        deliver();
-        drop_released();
-        return;
-    }
+    if (!fst.ok()) return fail_step(plan, {seconds(t0, t1), seconds(t1, t2), 0, 0}, fst.error());
     if (cfg_.on_forward) cfg_.on_forward(batch_, seconds(t1, t2));
     sched_->on_step_done(plan);
     totals_.prompt_tokens += plan.num_prefill_tokens;
@@ -75,18 +63,27 @@ void Engine::step() {
     sample_rows(plan, sampled);
     const auto t3 = Clock::now();
     totals_.generation_tokens += int64_t(sampled.size());
-    const std::vector<LiveRequest*> stepped = stepped_requests(plan);
-    for (LiveRequest* r : stepped) {
-        r->t.schedule_s += seconds(t0, t1);
-        r->t.forward_s += seconds(t1, t2);
-        r->t.sample_s += seconds(t2, t3);
-        ++r->t.steps;
-    }
+    const auto stepped =
+        stepped_requests(plan, {seconds(t0, t1), seconds(t1, t2), seconds(t2, t3)});
     emit(sampled);
     const auto t4 = Clock::now();
     add_output_time(stepped, seconds(t3, t4));
     // Publish first, so a consumer that sees its last event also sees its blocks freed.
     record_step(plan, {seconds(t0, t1), seconds(t1, t2), seconds(t2, t3), seconds(t3, t4)});
+    deliver();
+    drop_released();
+}
+
+// A forward pass that failed: its requests end with the error.
+void Engine::fail_step(const scheduler::BatchPlan& plan, const StepTimings& t, const Error& e) {
+    log_warn("forward_failed step={} error=\"{}\"", step_no_, e.message);
+    for (const auto& x : plan.seqs) {
+        auto it = by_seq_.find(x.id);
+        if (it != by_seq_.end() && !it->second.req->released) {
+            fail_request(*it->second.req, FinishReason::kError, e.message);
+        }
+    }
+    publish(plan, t);
     deliver();
     drop_released();
 }
@@ -402,21 +399,28 @@ void Engine::drop_released() {
     std::erase_if(reqs_, [](const std::unique_ptr<LiveRequest>& r) { return r->released; });
 }
 
-std::vector<LiveRequest*> Engine::stepped_requests(const scheduler::BatchPlan& plan) {
+std::vector<LiveRequest*> Engine::stepped_requests(const scheduler::BatchPlan& plan,
+                                                   const StepTimings& t) {
     std::vector<LiveRequest*> out;
     double context_tokens = 0;
     for (const auto& x : plan.seqs) {
         context_tokens += double(x.pos_start + x.num_tokens);
         auto it = by_seq_.find(x.id);
         if (it == by_seq_.end() || it->second.req->last_step == step_no_) continue;
-        it->second.req->last_step = step_no_;
-        out.push_back(it->second.req);
+        LiveRequest* r = it->second.req;
+        r->last_step = step_no_;
+        r->t.schedule_s += t.schedule_s;
+        r->t.forward_s += t.forward_s;
+        r->t.sample_s += t.sample_s;
+        ++r->t.steps;
+        out.push_back(r);
     }
     if (!model_->simulated()) {
         const double kv_per_token =
             double(pool_->bytes_per_block()) / double(std::max(1, pool_->block_size()));
-        totals_.memory_traffic_bytes +=
+        totals_.last_step_traffic_bytes =
             double(model_->file().bytes().size()) + context_tokens * kv_per_token;
+        totals_.memory_traffic_bytes += totals_.last_step_traffic_bytes;
     }
     return out;
 }

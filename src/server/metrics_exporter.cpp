@@ -133,11 +133,6 @@ void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSou
                             {"cached", st.blocks.cached}}) {
         w.sample("pagoda_kv_cache_blocks", with(model, "state", state), double(v));
     }
-    w.family("pagoda_max_num_seqs", "gauge", "The running max_num_seqs (batch size cap).");
-    w.sample("pagoda_max_num_seqs", model, double(st.knobs.max_num_seqs));
-    w.family("pagoda_max_num_batched_tokens", "gauge",
-             "The running max_num_batched_tokens (token cap per step).");
-    w.sample("pagoda_max_num_batched_tokens", model, double(st.knobs.max_num_batched_tokens));
     w.family("pagoda_engine_steps_total", "counter", "Engine steps run.");
     w.sample("pagoda_engine_steps_total", model, double(st.steps));
     w.family("pagoda_engine_step_seconds_total", "counter", "Time in engine steps by stage.");
@@ -162,15 +157,7 @@ void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSou
                    src.engine.config().enable_prefix_caching ? "True" : "False"}},
                  1.0);
     }
-    w.family("pagoda_ready", "gauge", "1 when ready to serve, 0 while warming up or draining.");
-    w.sample("pagoda_ready", model, src.ready ? 1.0 : 0.0);
-    w.family("pagoda_replica_state", "gauge",
-             "1 for the replica's state: warming, serving, shedding (an alert moves traffic "
-             "away) or draining.");
-    for (const char* state : {"warming", "serving", "shedding", "draining"}) {
-        w.sample("pagoda_replica_state", with(model, "state", state),
-                 src.replica_state == state ? 1.0 : 0.0);
-    }
+    write_state(w, src, st, model);
     const auto& sh = src.engine.step_histograms();
     for (auto [name, h] : {std::pair{"pagoda_step_schedule_seconds", &sh.schedule},
                            {"pagoda_step_forward_seconds", &sh.forward},
@@ -184,6 +171,25 @@ void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSou
              "I/O-thread time turning a batch of engine events into JSON or SSE chunks and "
              "queueing them.");
     w.histogram("pagoda_http_output_seconds", model, output_);
+}
+
+// The running knobs, readiness and the replica's state.
+void ServerMetrics::write_state(metrics::TextWriter& w, const MetricsSources& src,
+                                const engine::EngineStats& st, const metrics::Labels& model) const {
+    w.family("pagoda_max_num_seqs", "gauge", "The running max_num_seqs (batch size cap).");
+    w.sample("pagoda_max_num_seqs", model, double(st.knobs.max_num_seqs));
+    w.family("pagoda_max_num_batched_tokens", "gauge",
+             "The running max_num_batched_tokens (token cap per step).");
+    w.sample("pagoda_max_num_batched_tokens", model, double(st.knobs.max_num_batched_tokens));
+    w.family("pagoda_ready", "gauge", "1 when ready to serve, 0 while warming up or draining.");
+    w.sample("pagoda_ready", model, src.ready ? 1.0 : 0.0);
+    w.family("pagoda_replica_state", "gauge",
+             "1 for the replica's state: warming, serving, shedding (an alert moves traffic "
+             "away) or draining.");
+    for (const char* state : {"warming", "serving", "shedding", "draining"}) {
+        w.sample("pagoda_replica_state", with(model, "state", state),
+                 src.replica_state == state ? 1.0 : 0.0);
+    }
 }
 
 // The resource layer: memory, CPU, threads, KV pool, compute busy time, connections.
@@ -248,6 +254,11 @@ void ServerMetrics::write_memory(metrics::TextWriter& w, const MetricsSources& s
              "Bytes the forward passes read: weights once per pass plus the KV of each context "
              "(sim: modelled HBM traffic per GPU).");
     w.sample("pagoda_memory_traffic_bytes_total", model, traffic);
+    if (peak > 0 && !m.simulated() && st.last_step.forward_s > 0) {
+        gauge("pagoda_step_memory_bandwidth_perc",
+              "Memory bandwidth use of the last forward pass: its bytes / its duration / peak.",
+              st.last_step_traffic_bytes / st.last_step.forward_s / peak);
+    }
     if (peak > 0) {
         gauge("pagoda_memory_bandwidth_peak_bytes_per_second",
               "Peak memory bandwidth: measured at start (CPU) or the card's (sim, times "

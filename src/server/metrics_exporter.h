@@ -46,6 +46,8 @@ class ServerMetrics {
                                 const engine::EngineStats& st, const metrics::Labels& model) const;
     void write_native_detail(metrics::TextWriter& w, const MetricsSources& src,
                              const engine::EngineStats& st, const metrics::Labels& model) const;
+    void write_state(metrics::TextWriter& w, const MetricsSources& src,
+                     const engine::EngineStats& st, const metrics::Labels& model) const;
     void write_resources(metrics::TextWriter& w, const MetricsSources& src,
                          const engine::EngineStats& st, const metrics::Labels& model) const;
     void write_sim(metrics::TextWriter& w, const MetricsSources& src, const engine::EngineStats& st,
