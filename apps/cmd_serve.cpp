@@ -17,6 +17,7 @@
 #include "apps/config_file.h"
 #include "apps/engine_flags.h"
 #include "apps/serve_alerting.h"
+#include "apps/serve_warm.h"
 #include "base/log.h"
 #include "engine/engine.h"
 #include "http/server.h"
@@ -61,6 +62,7 @@ struct ServeFlags {
     size_t max_body = 8u << 20;
     EngineFlags engine;
     AlertFlags alerts;
+    WarmFlags warm;
 };
 
 // Minimal warmup: run prompts and concurrent decodes through the engine so kernels,
@@ -254,6 +256,7 @@ Result<control::ControlOptions> control_options(const ServeFlags& f) {
     auto a = control::parse_automation(f.automation);
     if (!a.ok()) return Error{a.error().code, "--automation: " + a.error().message};
     o.automation = *a;
+    PAGODA_TRY(apply_warm_flags(f.warm, o));
     return o;
 }
 
@@ -384,9 +387,18 @@ int run_serve(const ServeFlags& f) {
     log_info("listening url=http://{}:{} model={} threads={} simd={} state=warming_up", f.host,
              (*srv)->port(), sc.served_model_name, kernels::cpu::num_threads(),
              kernels::cpu::simd_target_name());
-    const std::string w = warmup(**eng, **m);
-    const int api_ok = warm_api(api);
+    const auto w0 = Clock::now();
+    std::string w = "off";
+    int api_ok = 0;
+    if (f.warm.warmup != "off") {
+        w = warmup(**eng, **m);
+        api_ok = warm_api(api);
+        if (f.warm.warmup == "full") {
+            w += (*eng)->prefault_kv() ? "; KV pool faulted in" : "; KV pool fault-in unsupported";
+        }
+    }
     (*eng)->take_finished_lengths();  // warmup requests are not traffic
+    admin->note_startup_warmup(std::chrono::duration<double>(Clock::now() - w0).count());
     admin->start_ticking();
     api.set_ready(true);
     log_info("ready seconds={:.2f} warmup=\"{}\" api_requests_ok={}/4",
@@ -564,6 +576,7 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
         ->capture_default_str();
     add_control_flags(c, *f);
     add_alert_flags(c, f->alerts);
+    add_warm_flags(c, f->warm);
     add_sim_flags(c, *f);
     c->add_option("--served-model-name", f->served_model_name,
                   "Model name in the API (default: the file name)");

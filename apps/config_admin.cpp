@@ -38,7 +38,11 @@ AdminReply failure(const Error& e, const control::ConfigVersion& current) {
 class Admin : public ControlAdmin {
   public:
     Admin(std::unique_ptr<control::ControlPlane> cp, std::unique_ptr<control::Alerting> al)
-        : cp_(std::move(cp)), m_(&cp_->config()), alerting_(std::move(al)) {}
+        : cp_(std::move(cp)), m_(&cp_->config()), alerting_(std::move(al)) {
+        if (control::Alerting* a = alerting_.get()) {
+            cp_->set_warm_suspender([a] { return a->shedding() || a->critical_firing(); });
+        }
+    }
     ~Admin() override { stop(); }
 
     void start_ticking() override {
@@ -52,8 +56,10 @@ class Admin : public ControlAdmin {
         }
         cv_.notify_all();
         if (ticker_.joinable()) ticker_.join();
+        cp_->set_warm_suspender({});
         alerting_.reset();
     }
+    void note_startup_warmup(double seconds) override { cp_->note_startup_warmup(seconds); }
 
     AdminReply get() override { return {200, m_->current().to_json()}; }
 
@@ -139,6 +145,26 @@ class Admin : public ControlAdmin {
         auto r = alerting_->alertmanager(payload, control::unix_ms_now());
         if (!r.ok()) return failure(r.error(), m_->current());
         return {200, *r};
+    }
+
+    AdminReply warmup(const std::optional<nlohmann::json>& post) override {
+        if (post) {
+            const auto level = post->find("level");
+            if (!post->is_object() || level == post->end() || !level->is_string()) {
+                return failure(Error{ErrorCode::kInvalidArgument,
+                                     "body must be {\"level\": \"off\" | \"low\" | \"medium\" | "
+                                     "\"high\", \"duration\": \"60s\"}"},
+                               m_->current());
+            }
+            auto l = control::parse_warm_level(level->get<std::string>());
+            if (!l.ok()) return failure(l.error(), m_->current());
+            auto d = control::parse_duration_ms(post->value("duration", std::string("5m")));
+            if (!d.ok()) return failure(d.error(), m_->current());
+            if (Status st = cp_->set_warm_level(*l, *d, control::unix_ms_now()); !st.ok()) {
+                return failure(st.error(), m_->current());
+            }
+        }
+        return {200, cp_->warmup_report()};
     }
 
     // pause: a person takes over (automatic actions stop, everything is still recorded);

@@ -19,6 +19,7 @@ class ControlAdmin : public server::ConfigAdmin {
     virtual void start_ticking() = 0;
     // Stops both threads; call before what the alerting wiring reads (the server) goes.
     virtual void stop() = 0;
+    virtual void note_startup_warmup(double seconds) = 0;
 };
 
 // Owns the control plane and the alerting (null: none); the threads stop on destruction.

@@ -53,4 +53,11 @@ HugeBuffer::~HugeBuffer() {
     if (data_) munmap(data_, mapped_);
 }
 
+bool HugeBuffer::populate() const {
+#ifndef MADV_POPULATE_WRITE
+    constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
+#endif
+    return data_ == nullptr || madvise(data_, size_, MADV_POPULATE_WRITE) == 0;
+}
+
 }  // namespace pagoda

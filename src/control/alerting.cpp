@@ -303,6 +303,11 @@ void Alerting::rollback(const AlertRule& rule, int64_t now_ms) {
 
 void Alerting::update_shedding(int64_t now_ms) {
     std::string why;
+    bool critical = false;
+    for (const AlertStatus& s : eval_.statuses()) {
+        critical |= s.state == AlertState::kFiring && s.severity != Severity::kWarning;
+    }
+    critical_firing_.store(critical);
     for (const AlertStatus& s : eval_.statuses()) {
         const AlertRule* r = rule_for(s.rule);
         if (r && r->has(Action::kShed) && s.state == AlertState::kFiring && !s.inhibited) {

@@ -65,6 +65,9 @@ class Alerting {
     Result<nlohmann::json> alertmanager(const nlohmann::json& payload, int64_t now_ms);
     std::string metrics_text(const std::string& model_name) const;
     bool shedding() const { return shedding_.load(); }
+    // A critical or severe alert fires. Lock-free: the control plane's tick asks it while
+    // holding its own lock, and Alerting asks the control plane for the mode under ours.
+    bool critical_firing() const { return critical_firing_.load(); }
     void wait_idle() { worker_.wait_idle(); }  // tests: hooks and webhooks done
 
   private:
@@ -109,6 +112,7 @@ class Alerting {
     std::map<std::pair<std::string, std::string>, int64_t> action_counts_;  // guarded by counts_mu_
     std::map<std::string, int64_t> reloads_;  // by result; guarded by counts_mu_
     std::atomic<bool> shedding_{false};
+    std::atomic<bool> critical_firing_{false};  // set with shedding_ (update_shedding)
     // The evaluation thread.
     std::mutex run_mu_;
     std::condition_variable run_cv_;

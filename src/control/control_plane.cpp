@@ -143,6 +143,7 @@ void ControlPlane::tick(int64_t now_ms) {
         peak_running_ = std::max(peak_running_, st->queue.running);
         peak_kv_usage_ = std::max(peak_kv_usage_, st->blocks.usage);
         guard_tick(now_ms);
+        warm_tick(now_ms);
         if (Status s = cm_->tick(now_ms); !s.ok()) {
             log_warn("config_tick_failed error=\"{}\"", s.error().message);
         }

@@ -12,6 +12,7 @@
 // a person) records nothing and acts on nothing; signals are reported in every mode. Every
 // action and decision is in the audit log (events table). Thread-safe.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "control/config_manager.h"
 #include "control/length_stats.h"
 #include "control/oom_guard.h"
+#include "control/warm_policy.h"
 
 namespace pagoda::control {
 
@@ -38,6 +40,8 @@ struct ControlOptions {
     SeedParams seed;
     GuardOptions guard;
     Automation automation = Automation::kOn;  // --automation
+    WarmPolicyOptions warm;                   // --warm-thresholds, --warm-window-*, --warm-spin-ms
+    bool warm_dynamic = true;                 // --no-dynamic-warmup: only manual levels
 };
 
 class ControlPlane {
@@ -59,6 +63,15 @@ class ControlPlane {
     Status save_stats(int64_t now_ms);
     std::string metrics_text(const std::string& model_name) const;
 
+    // Warmup tiers (control_plane_warm.cpp). GET /admin/warmup: the level, its window and
+    // the policy; set_warm_level: POST /admin/warmup {"level", "duration"}.
+    nlohmann::json warmup_report() const;
+    Status set_warm_level(WarmLevel level, int64_t duration_ms, int64_t now_ms);
+    // Seconds the startup (minimal) warmup took, for pagoda_warmup_seconds_total{tier}.
+    void note_startup_warmup(double seconds);
+    // Warmup is suspended while this returns true (shedding, a critical alert firing).
+    void set_warm_suspender(std::function<bool()> fn);
+
   private:
     ControlPlane(engine::Engine& e, std::unique_ptr<ConfigManager> cm, ControlOptions o)
         : engine_(e),
@@ -74,6 +87,9 @@ class ControlPlane {
     json decide_locked(int64_t now_ms);      // mu_ held
     MeasuredInputs measured_inputs() const;  // the live pool and recent peaks; mu_ held
     void guard_tick(int64_t now_ms);         // mu_ held
+    void warm_tick(int64_t now_ms);          // mu_ held
+    void note_warm(const WarmChange& c, int64_t now_ms);            // mu_ held
+    std::string warm_metrics(const std::string& model_name) const;  // mu_ held
     void record(const std::string& kind, const json& detail, int64_t now_ms);
 
     engine::Engine& engine_;
@@ -99,6 +115,11 @@ class ControlPlane {
     Automation automation_ = Automation::kOn;
     int64_t allocation_failures_seen_ = 0;
     int64_t guard_rollbacks_ = 0;
+    WarmPolicy warm_{o_.warm};
+    std::function<bool()> warm_suspender_;
+    bool warm_manual_ = false;                    // the level was set by a person (tier "manual")
+    double spin_seen_s_ = 0;                      // engine idle spin already attributed to a tier
+    std::map<std::string, double> warm_seconds_;  // by tier
 };
 
 }  // namespace pagoda::control

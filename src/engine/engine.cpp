@@ -32,7 +32,8 @@ StepHistograms::StepHistograms()
       forward({1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0}),
       sample({1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05}),
       output({1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05}),
-      step({1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0}) {}
+      step({1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0}),
+      idle_wakeup({1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25}) {}
 
 double RequestTimings::queue_seconds() const {
     return scheduled ? seconds(arrival, first_scheduled) : 0.0;
@@ -110,7 +111,7 @@ void Engine::shutdown() {
         std::lock_guard<std::mutex> lock(intake_->mu);
         intake_->stop = true;
     }
-    intake_->cv.notify_all();
+    intake_->wake();
     thread_.join();
 }
 
@@ -152,7 +153,7 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request r) {
         ++queued_estimate_;
         ++unfinished_;
     }
-    intake_->cv.notify_all();
+    intake_->wake();
     return stream;
 }
 
@@ -177,7 +178,7 @@ Status Engine::set_knobs(const RuntimeKnobs& k) {
         std::lock_guard<std::mutex> lock(intake_->mu);
         intake_->knobs = k;
     }
-    intake_->cv.notify_all();
+    intake_->wake();
     return ok_status();
 }
 
@@ -200,7 +201,7 @@ Result<RelayoutReport> Engine::relayout(const kvcache::KvCacheConfig& kv) {
         intake_->relayout_done = std::promise<Result<RelayoutReport>>();
         done = intake_->relayout_done.get_future();
     }
-    intake_->cv.notify_all();
+    intake_->wake();
     if (done.wait_for(std::chrono::seconds(120)) != std::future_status::ready) {
         return make_error(ErrorCode::kInternal, "the KV re-layout did not finish in 120 s");
     }
@@ -223,6 +224,7 @@ std::shared_ptr<const EngineStats> Engine::stats() const {
 void Engine::loop() {
     for (;;) {
         heartbeat_.store(Clock::now().time_since_epoch().count());
+        if (reqs_.empty()) spin_while_idle();
         {
             std::unique_lock<std::mutex> lock(intake_->mu);
             if (intake_->stop) break;
@@ -245,6 +247,26 @@ void Engine::loop() {
     publish(scheduler::BatchPlan{}, StepTimings{});
     deliver();
     reqs_.clear();
+}
+
+void Engine::spin_while_idle() {
+    if (idle_spin_us_.load() <= 0 || model_->simulated()) return;
+    const uint64_t seen = intake_->signals.load(std::memory_order_acquire);
+    {
+        std::lock_guard<std::mutex> lock(intake_->mu);  // work that came before `seen`
+        if (intake_->stop || !intake_->pending.empty() || !intake_->cancels.empty() ||
+            intake_->knobs || intake_->relayout) {
+            return;
+        }
+    }
+    const auto start = Clock::now();
+    const double s = kernels::cpu::spin_pool([&] {
+        const auto now = Clock::now();
+        heartbeat_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+        return intake_->signals.load(std::memory_order_acquire) != seen ||
+               now - start >= std::chrono::microseconds(idle_spin_us_.load());
+    });
+    spin_s_.store(spin_s_.load() + s);
 }
 
 void Engine::publish(const scheduler::BatchPlan& plan, const StepTimings& t) {

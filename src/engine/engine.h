@@ -9,6 +9,7 @@
 // that sees an event also sees the snapshot of the step that made it, on every path
 // (tokens, stops, timeouts, cancels, rejections, forward errors).
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -82,6 +83,9 @@ struct EngineStats {
 struct StepHistograms {
     StepHistograms();
     metrics::Histogram schedule, forward, sample, output, step;
+    // The first forward pass after an idle pause (> 50 ms without work) minus the moving
+    // average of passes of the same size: what coming back from idle cost.
+    metrics::Histogram idle_wakeup;
 };
 
 // Retry-After for a full queue: the queued tokens over the recent token rate, clamped to
@@ -100,7 +104,21 @@ class Engine {
     Result<std::shared_ptr<RequestStream>> submit(Request r);
     double retry_after_seconds() const;  // estimate_retry_after_seconds() of the last snapshot
 
-    Status set_knobs(const RuntimeKnobs& k);          // applied between steps; logged
+    Status set_knobs(const RuntimeKnobs& k);  // applied between steps; logged
+    // Warmth between steps (the warm levels of control/warm_policy): when the engine runs
+    // out of work it keeps the compute pool spinning for up to this long, so the next
+    // request's forward pass does not pay the CPUs' wake-up; 0 (the default) parks at once
+    // and costs nothing idle. Any new work ends the spin within microseconds. Thread-safe;
+    // a lower value ends a spin in progress.
+    void set_idle_spin(std::chrono::microseconds budget) { idle_spin_us_.store(budget.count()); }
+    std::chrono::microseconds idle_spin() const {
+        return std::chrono::microseconds(idle_spin_us_.load());
+    }
+    double idle_spin_seconds() const { return spin_s_.load(); }  // wall time spun, since start
+    // `--warmup full`: faults in the whole KV pool before ready (no page faults on first
+    // use). Call before serving: it reads the pool pointer outside the engine thread, which
+    // only a KV re-layout changes. False where the kernel cannot (Linux < 5.14).
+    bool prefault_kv() const { return pool_->populate(); }
     Status check_knobs(const RuntimeKnobs& k) const;  // what set_knobs would refuse
     RuntimeKnobs knobs() const;
     std::shared_ptr<const EngineStats> stats() const;
@@ -135,6 +153,7 @@ class Engine {
     struct StepOutput;  // engine_step.cpp: a step's plan, timings and sampled tokens
     Engine() = default;
     void loop();
+    void spin_while_idle();  // the idle spin of set_idle_spin(); engine thread
     // One step, in the order it runs (engine_step.cpp). Events produced anywhere in a step
     // go to outbox_ and reach their streams only after the step's snapshot is published.
     void step();
@@ -194,6 +213,10 @@ class Engine {
     std::atomic<Clock::rep> heartbeat_{0};
     std::atomic<int64_t> queued_estimate_{0};  // waiting + intake, for submit's fast check
     std::atomic<double> tokens_per_second_{0.0};
+    std::atomic<int64_t> idle_spin_us_{0};
+    std::atomic<double> spin_s_{0.0};
+    Clock::time_point last_step_end_{};     // engine thread: for the idle wake-up penalty
+    std::array<double, 16> forward_ema_{};  // engine thread: forward time by log2(tokens)
     std::atomic<int> kv_block_size_{0};
     std::atomic<int64_t> kv_num_blocks_{0};
     std::atomic<size_t> kv_pool_bytes_{0};

@@ -1,6 +1,7 @@
 // Engine::step and its phases, in the order they run: intake, plan, build batch, forward,
 // sample, emit, publish, deliver. Engine thread only.
 #include <algorithm>
+#include <bit>
 
 #include "base/check.h"
 #include "base/log.h"
@@ -439,6 +440,17 @@ void Engine::add_output_time(const std::vector<LiveRequest*>& stepped, double ou
 
 void Engine::record_step(const scheduler::BatchPlan& plan, const StepTimings& st) {
     const double dt = st.total();
+    // The idle wake-up penalty: the first pass after a pause against passes of its size.
+    const auto now = Clock::now();
+    const size_t bucket = std::min<size_t>(
+        forward_ema_.size() - 1, size_t(std::bit_width(unsigned(plan.num_batched_tokens))));
+    double& ema = forward_ema_[bucket];
+    const bool after_idle =
+        last_step_end_ != Clock::time_point{} &&
+        now - last_step_end_ - std::chrono::duration<double>(dt) > std::chrono::milliseconds(50);
+    if (after_idle && ema > 0) step_hist_.idle_wakeup.observe(std::max(0.0, st.forward_s - ema));
+    if (!after_idle) ema = ema == 0 ? st.forward_s : 0.9 * ema + 0.1 * st.forward_s;
+    last_step_end_ = now;
     if (dt > 0) {
         const double tps = double(plan.num_batched_tokens) / dt;
         const double old = tokens_per_second_.load();

@@ -53,7 +53,7 @@ void RequestStream::cancel() {
         std::lock_guard<std::mutex> lock(intake_->mu);
         intake_->cancels.push_back(id_);
     }
-    intake_->cv.notify_all();
+    intake_->wake();
 }
 
 }  // namespace pagoda::engine

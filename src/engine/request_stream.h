@@ -3,6 +3,7 @@
 // Intake: what other threads hand the engine thread (new requests, cancels, knob changes).
 // Both thread-safe; the engine thread is the only producer of events.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -44,6 +45,12 @@ struct Intake {
     scheduler::RuntimeKnobs current;  // what the loop runs with
     bool stop = false;
     uint64_t next_id = 1;
+    // Bumped by every wake(): the idle spin (engine.cpp) watches it without the lock.
+    std::atomic<uint64_t> signals{0};
+    void wake() {
+        signals.fetch_add(1, std::memory_order_release);
+        cv.notify_all();
+    }
 };
 
 // The caller's side of one request: events out, cancel in. Thread-safe.

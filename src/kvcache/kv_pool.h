@@ -52,6 +52,8 @@ class KvPool {
     kernels::PagedKv layer(int l) const;
     // Copies block `src` into block `dst` in every layer, K and V (copy-on-write).
     void copy_block(BlockId src, BlockId dst);
+    // Faults in the whole pool now (contents unchanged); false where the kernel cannot.
+    bool populate() const { return memory_.populate(); }
 
   private:
     KvCacheConfig cfg_;

@@ -177,6 +177,13 @@ std::optional<http::Reply> OpenAiServer::admin_alerts(const http::Request& req) 
         return from_admin(c.alert_webhook(*j));
     }
     if (p == "/admin/control" && get) return from_admin(c.control("status"));
+    if (p == "/admin/warmup" && get) return from_admin(c.warmup(std::nullopt));
+    if (p == "/admin/warmup" && post) {
+        http::Response err;
+        auto j = parse_body(req, err);
+        if (!j) return reply(err);
+        return from_admin(c.warmup(*j));
+    }
     if ((p == "/admin/control/pause" || p == "/admin/control/resume") && post) {
         return from_admin(c.control(p.substr(std::string("/admin/control/").size())));
     }

@@ -43,6 +43,8 @@ class ConfigAdmin {
     virtual AdminReply alert_webhook(const nlohmann::json& payload) { return off(); }
     // POST /admin/control/pause | /admin/control/resume, GET /admin/control.
     virtual AdminReply control(const std::string& verb) { return off(); }
+    // GET /admin/warmup, or POST {"level": "off|low|medium|high", "duration": "60s"}.
+    virtual AdminReply warmup(const std::optional<nlohmann::json>& post) { return off(); }
 
   private:
     static AdminReply off() {

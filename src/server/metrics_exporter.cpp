@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/ops.h"
 #include "server/process_stats.h"
 
 namespace pagoda::server {
@@ -167,6 +168,13 @@ void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSou
         w.family(name, "histogram", "Engine step stage duration (see docs/metrics.md).");
         w.histogram(name, model, *h);
     }
+    w.family("pagoda_idle_wakeup_seconds", "histogram",
+             "The first forward pass after an idle pause minus the average pass of its size.");
+    w.histogram("pagoda_idle_wakeup_seconds", model, sh.idle_wakeup);
+    w.family("pagoda_warmup_cpu_seconds_total", "counter",
+             "CPU time the compute pool spent spinning warm between steps (warm levels).");
+    w.sample("pagoda_warmup_cpu_seconds_total", model,
+             src.engine.idle_spin_seconds() * kernels::cpu::num_threads());
     w.family("pagoda_http_output_seconds", "histogram",
              "I/O-thread time turning a batch of engine events into JSON or SSE chunks and "
              "queueing them.");

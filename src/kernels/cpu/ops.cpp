@@ -1,6 +1,7 @@
 #include "kernels/cpu/ops.h"
 
 #include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -325,6 +326,38 @@ double measure_read_bandwidth(size_t bytes, int reps) {
         if (total > 0 && s > 0) best = std::max(best, double(bytes) / s);
     }
     return best;
+}
+
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+}  // namespace
+
+double spin_pool(const std::function<bool()>& done) {
+    adopt_num_threads();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::atomic<bool> stop{false};
+#pragma omp parallel
+    {
+        // Yield between short spins: a runnable thread that shares the CPU (the HTTP I/O
+        // thread with a new request) runs at once instead of waiting for a time slice.
+        if (omp_get_thread_num() == 0) {
+            while (!done()) {
+                for (int i = 0; i < 32; ++i) cpu_relax();
+                sched_yield();
+            }
+            stop.store(true, std::memory_order_release);
+        } else {
+            while (!stop.load(std::memory_order_acquire)) {
+                for (int i = 0; i < 32; ++i) cpu_relax();
+                sched_yield();
+            }
+        }
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace pagoda::kernels::cpu

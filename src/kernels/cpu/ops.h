@@ -4,6 +4,7 @@
 // Functions are thread-safe; each call may use the whole OpenMP pool.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -54,6 +55,12 @@ float sum_f32(const float* a, int64_t n);                 // streaming read
 // buffer of `bytes` (far beyond the caches), on the compute pool. 0 if it cannot allocate.
 // `pagoda serve` measures it at start for the bandwidth metrics (about 0.2 s).
 double measure_read_bandwidth(size_t bytes = size_t(256) << 20, int reps = 3);
+// Keeps every thread of the compute pool busy (spinning with a pause instruction) until
+// `done()` returns true; thread 0, the caller, checks it about every 10 microseconds. A
+// halted CPU takes a while to come back (a VM's vCPU especially), and every parallel
+// region of a forward pass pays it after an idle pause: spinning between steps keeps the
+// pool awake for the next one. Returns the wall seconds spun (CPU = that x num_threads()).
+double spin_pool(const std::function<bool()>& done);
 // Quantizes x[n] (n % 32 == 0) to int8 with one float scale per 32 values.
 void quantize_q8(const float* x, int n, int8_t* q, float* d);
 

@@ -1,0 +1,101 @@
+// The control plane's warmup tiers: the dynamic tier's level from the waiting queue each
+// tick (WarmPolicy), applied as the engine's idle spin; manual levels (POST
+// /admin/warmup); suspension while the replica sheds or a critical alert fires; the
+// pagoda_warm_level and pagoda_warmup_seconds_total{tier} metrics.
+#include <fmt/core.h>
+
+#include "base/log.h"
+#include "control/control_plane.h"
+#include "metrics/metrics.h"
+
+namespace pagoda::control {
+
+void ControlPlane::warm_tick(int64_t now_ms) {
+    const bool suspend = warm_suspender_ && warm_suspender_();
+    if (auto c = warm_.suspend(suspend, "shedding or a critical alert", now_ms)) {
+        note_warm(*c, now_ms);
+    }
+    if (o_.warm_dynamic || warm_manual_) {
+        const int64_t waiting = o_.warm_dynamic ? engine_.stats()->queue.waiting : 0;
+        if (auto c = warm_.observe(waiting, now_ms)) note_warm(*c, now_ms);
+    }
+    const bool act = automation_ == Automation::kOn;
+    engine_.set_idle_spin(act ? warm_.spin_budget(now_ms) : std::chrono::microseconds(0));
+    // The spin since the last tick belongs to the tier that set the level.
+    const double spun = engine_.idle_spin_seconds();
+    if (spun > spin_seen_s_) {
+        warm_seconds_[warm_manual_ ? "manual" : "dynamic"] += spun - spin_seen_s_;
+        spin_seen_s_ = spun;
+    }
+}
+
+void ControlPlane::note_warm(const WarmChange& c, int64_t now_ms) {
+    if (c.to == WarmLevel::kOff) warm_manual_ = false;
+    const json d = {{"from", warm_level_name(c.from)},
+                    {"to", warm_level_name(c.to)},
+                    {"until_ms", c.until_ms},
+                    {"reason", c.reason},
+                    {"mode", automation_name(automation_)}};
+    record("warm_level", d, now_ms);
+    log_info("warm_level from={} to={} reason=\"{}\" mode={}", warm_level_name(c.from),
+             warm_level_name(c.to), c.reason, automation_name(automation_));
+}
+
+json ControlPlane::warmup_report() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = unix_ms_now();
+    json j = warm_.to_json(now);
+    j["dynamic"] = o_.warm_dynamic;
+    j["manual"] = warm_manual_;
+    j["idle_spin_seconds_total"] = engine_.idle_spin_seconds();
+    j["seconds_by_tier"] = warm_seconds_;
+    return j;
+}
+
+Status ControlPlane::set_warm_level(WarmLevel level, int64_t duration_ms, int64_t now_ms) {
+    if (duration_ms < 0 || duration_ms > 86'400'000) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "a warm level's duration must be in [0, 1d] (got {} ms)", duration_ms);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (warm_.suspended()) {
+        return make_error(ErrorCode::kConflict,
+                          "warmup is suspended while the replica sheds load or a critical alert "
+                          "fires");
+    }
+    const WarmChange c = warm_.set_manual(level, duration_ms, now_ms);
+    warm_manual_ = level != WarmLevel::kOff;
+    note_warm(c, now_ms);
+    if (automation_ == Automation::kOn) engine_.set_idle_spin(warm_.spin_budget(now_ms));
+    return ok_status();
+}
+
+void ControlPlane::note_startup_warmup(double seconds) {
+    std::lock_guard<std::mutex> lock(mu_);
+    warm_seconds_["minimal"] += seconds;
+}
+
+void ControlPlane::set_warm_suspender(std::function<bool()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    warm_suspender_ = std::move(fn);
+}
+
+std::string ControlPlane::warm_metrics(const std::string& model_name) const {
+    metrics::TextWriter w;
+    const metrics::Labels model = {{"model_name", model_name}};
+    w.family("pagoda_warm_level", "gauge",
+             "Warm level: 0 off, 1 low, 2 medium, 3 high (how long the compute pool spins "
+             "between steps).");
+    w.sample("pagoda_warm_level", model, double(int(warm_.level())));
+    w.family("pagoda_warmup_seconds_total", "counter",
+             "Time spent warming by tier: minimal (before ready), dynamic (queue depth), "
+             "manual (POST /admin/warmup); for the spinning tiers, wall time spun.");
+    for (const char* tier : {"minimal", "dynamic", "predictive", "manual"}) {
+        auto it = warm_seconds_.find(tier);
+        w.sample("pagoda_warmup_seconds_total", {{"model_name", model_name}, {"tier", tier}},
+                 it == warm_seconds_.end() ? 0.0 : it->second);
+    }
+    return w.text();
+}
+
+}  // namespace pagoda::control

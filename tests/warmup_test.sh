@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# End-to-end tests of the warmup tiers (issue 15, first part): --warmup off|minimal|full,
+# bad warm flags refused at start, GET/POST /admin/warmup, the dynamic tier raising the warm
+# level under a queue within one control tick and decaying after its window, the warm
+# metrics, and the level's idle spin (pagoda_warmup_cpu_seconds_total grows only while warm).
+# Usage: warmup_test.sh PAGODA_BIN SOURCE_DIR
+set -uo pipefail
+BIN=$1
+SRC=$2
+source "$SRC/tests/e2e_lib.sh"
+req() {  # METHOD PATH [BODY]: body to $TMP/body, prints the status
+    curl -s -o "$TMP/body" -w '%{http_code}' -X "$1" "$(URL "$2")" \
+        -H 'Content-Type: application/json' ${3:+-d "$3"}
+}
+metric() { curl -s "$(URL /metrics)" | grep "^$1" | awk '{print $2}' | head -1; }
+
+"$BIN" serve -m "$MODEL" --port 0 --warm-thresholds 5,5,20 2>"$TMP/bad.log"
+expect_eq "thresholds that do not increase stop the start" "$?" "1"
+expect_in "saying what is allowed" "must be increasing" "$TMP/bad.log"
+"$BIN" serve -m "$MODEL" --port 0 --warm-spin-ms 0,100 2>"$TMP/bad.log"
+expect_in "a spin list of the wrong length is refused" "has 2 values, expected 4" "$TMP/bad.log"
+
+start_server "$TMP/off.log" --warmup off || exit 1
+expect_in "--warmup off skips the startup warmup" 'warmup="off"' "$TMP/off.log"
+expect_eq "and serves" "$(curl -s -o /dev/null -w '%{http_code}' "$(URL /v1/completions)" -d '{"prompt":"Once","max_tokens":2}')" "200"
+start_server "$TMP/full.log" --warmup full || exit 1
+expect_in "--warmup full faults in the KV pool" "KV pool faulted in" "$TMP/full.log"
+
+start_server "$TMP/s.log" --max-num-seqs 2 --warm-seconds-per-request 0.2 || exit 1
+expect_eq "cold at start" "$(metric pagoda_warm_level)" "0"
+expect_eq "a bad level is a 400" "$(req POST /admin/warmup '{"level": "warm"}')" "400"
+expect_in "naming the levels" "off, low, medium, high" "$TMP/body"
+expect_eq "a manual level" "$(req POST /admin/warmup '{"level": "low", "duration": "2s"}'; jq_ 'd["level"]' <"$TMP/body")" "200low"
+spin0=$(metric pagoda_warmup_cpu_seconds_total)
+sleep 1
+spin1=$(metric pagoda_warmup_cpu_seconds_total)
+expect_eq "low spins at most 100 ms per idle period" "$(python3 -c "print(0 < $spin1 - $spin0 < 0.5)")" "True"
+sleep 1.5
+expect_eq "the manual level ends after its duration" "$(req GET /admin/warmup >/dev/null; jq_ 'd["level"]' <"$TMP/body")" "off"
+spin2=$(metric pagoda_warmup_cpu_seconds_total)
+sleep 1
+expect_eq "off costs no CPU idle" "$(metric pagoda_warmup_cpu_seconds_total)" "$spin2"
+"$BIN" bench --url "$(URL "")" --concurrency 16 --duration 4s --requests 5000 --input-len 16 \
+    --output-len 32 >"$TMP/bench.log" 2>&1 &
+LOAD=$!
+raised=no
+for _ in $(seq 40); do
+    if [ "$(metric pagoda_warm_level)" != "0" ]; then raised=yes; break; fi
+    sleep 0.1
+done
+expect_eq "a queue above the thresholds raises the level (within a tick)" "$raised" "yes"
+wait "$LOAD"
+for _ in $(seq 100); do [ "$(metric pagoda_warm_level)" == "0" ] && break; sleep 0.1; done
+expect_eq "it decays after its window" "$(metric pagoda_warm_level)" "0"
+curl -s "$(URL '/admin/events?kind=warm_level&limit=50')" >"$TMP/ev"
+expect_eq "level changes are audited with their reason" "$(jq_ 'any(e["detail"]["reason"].startswith("queue ") for e in d["events"]) and any(e["detail"]["reason"] == "window ended" for e in d["events"])' <"$TMP/ev")" "True"
+expect_eq "warm seconds by tier" "$(curl -s "$(URL /metrics)" | grep -c '^pagoda_warmup_seconds_total{.*tier=')" "4"
+expect_eq "the idle wake-up penalty histogram is published" "$(curl -s "$(URL /metrics)" | grep -c '^pagoda_idle_wakeup_seconds_count')" "1"
+
+echo "warmup_test: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
