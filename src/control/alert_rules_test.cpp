@@ -121,6 +121,11 @@ TEST(RuleExpr, ErrorsSayWhatIsAllowed) {
     EXPECT_NE(err("1 > 2").find("metric on one side"), std::string::npos);
     EXPECT_NE(err("memory_usage_perc > ").find("column"), std::string::npos);
     EXPECT_NE(err("memory_usage_perc{a=1} > 1").find("quoted"), std::string::npos);
+    // Deep nesting is refused, not a stack overflow (found by the fuzzer).
+    EXPECT_NE(err(std::string(3000, '(') + "1").find("nested deeper than 64"), std::string::npos);
+    EXPECT_NE(err(std::string(3000, '-') + "1").find("nested deeper than 64"), std::string::npos);
+    EXPECT_EQ(err(std::string(30, '(') + "memory_usage_perc" + std::string(30, ')') + " > 1"),
+              "(parsed)");
 }
 
 TEST(RuleExpr, TranslatesToPromQL) {

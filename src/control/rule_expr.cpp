@@ -130,13 +130,23 @@ class Parser {
     bool parse_selector(std::string name, Selector& sel, int64_t& range_ms);
     bool parse_matchers(Selector& sel);
 
+    static constexpr int kMaxDepth = 64;
     std::string_view s_;
     size_t pos_ = 0;
+    int depth_ = 0;
     std::optional<Error> err_;
 };
 
 ExprPtr Parser::parse_unary() {
     if (err_) return nullptr;
+    // Parentheses and signs recurse: bound the depth (a hostile file must not overflow the
+    // stack; evaluation and translation recurse over the same tree).
+    struct Depth {
+        int& d;
+        explicit Depth(int& x) : d(++x) {}
+        ~Depth() { --d; }
+    } depth(depth_);
+    if (depth_ > kMaxDepth) return fail("expression nested deeper than {} levels", kMaxDepth);
     if (eat("-")) {
         auto e = std::make_shared<Expr>();
         e->kind = Expr::Kind::kNeg;
