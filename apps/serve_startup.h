@@ -1,0 +1,21 @@
+#pragma once
+// `pagoda serve`'s startup warmup (--warmup minimal|full), run before /ready: the engine
+// warmup (kernels and step rounds) and real API requests through the handler in process.
+// Used only by cmd_serve.cpp.
+
+#include <string>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/openai_server.h"
+
+namespace pagoda::app {
+
+// Runs prompts and concurrent decodes through the engine until the step time settles;
+// returns a description for the log.
+std::string warmup(engine::Engine& eng, model::Model& m);
+// Sends completions and chat requests (plain and streamed) through `api`; returns how many
+// answered.
+int warm_api(server::OpenAiServer& api);
+
+}  // namespace pagoda::app
