@@ -1,0 +1,45 @@
+#pragma once
+// Request-rate forecasting for predictive warmup (issue 15): forecasters over a series of
+// per-minute request rates, and a rolling backtest that picks the one with the lowest
+// error. Seasonal naive (the same minute yesterday, or last week), Holt-Winters with
+// additive daily seasonality (alpha, beta, gamma fitted by grid search on the history).
+// Pure functions and values: thread-safe.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace pagoda::control {
+
+// Rates in requests per second, one per minute, oldest first.
+using RateSeries = std::vector<double>;
+
+class Forecaster {
+  public:
+    virtual ~Forecaster() = default;
+    virtual std::string name() const = 0;
+    // Predicts the `horizon` minutes after `history`. Errors: too little history.
+    virtual Result<std::vector<double>> forecast(const RateSeries& history, int horizon) const = 0;
+};
+
+// The value `season` minutes before each predicted minute (1440: yesterday, 10080: last week).
+std::unique_ptr<Forecaster> seasonal_naive(int season);
+// Additive Holt-Winters with a season of `season` minutes; needs two seasons of history.
+std::unique_ptr<Forecaster> holt_winters(int season);
+
+struct BacktestResult {
+    std::string name;
+    double mae = 0;   // mean absolute error over the backtest windows, requests/s
+    int windows = 0;  // 0: it could not forecast (too little history)
+    std::string error;
+};
+
+// Rolling-origin backtest: from `folds` origins spaced `step` minutes apart at the end of
+// the series, forecast `horizon` minutes and compare. Sorted best first; the failed last.
+std::vector<BacktestResult> backtest(const std::vector<const Forecaster*>& models,
+                                     const RateSeries& series, int horizon, int folds, int step);
+
+}  // namespace pagoda::control
