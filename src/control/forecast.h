@@ -30,6 +30,29 @@ std::unique_ptr<Forecaster> seasonal_naive(int season);
 // Additive Holt-Winters with a season of `season` minutes; needs two seasons of history.
 std::unique_ptr<Forecaster> holt_winters(int season);
 
+// A small LSTM (forecast_lstm.cpp) trained in process on the history: inputs are the
+// minute's rate (scaled by the history's peak) and the phase of the day and of the week;
+// it predicts the next minute and rolls forward for longer horizons. Training is seeded and
+// single-threaded, so the same history and seed give the same weights.
+struct LstmOptions {
+    int hidden = 12;       // LSTM cells
+    int window = 64;       // minutes per training sequence (truncated BPTT)
+    int batch = 16;        // sequences per update
+    int iterations = 300;  // Adam updates
+    double learning_rate = 0.01;
+    int context = 240;  // minutes of history run through before a forecast
+    uint64_t seed = 1;
+};
+struct LstmTrainReport {
+    double first_loss = 0;  // mean squared error (scaled) of the first 10 updates
+    double last_loss = 0;   // of the last 10
+    int iterations = 0;
+    double seconds = 0;
+};
+// Errors: too little history (window + 2 minutes), a loss that is not finite (diverged).
+Result<std::unique_ptr<Forecaster>> train_lstm(const RateSeries& history, const LstmOptions& o,
+                                               LstmTrainReport* report = nullptr);
+
 struct BacktestResult {
     std::string name;
     double mae = 0;   // mean absolute error over the backtest windows, requests/s

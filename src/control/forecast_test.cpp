@@ -73,5 +73,30 @@ TEST(Forecast, BacktestPicksTheRightModel) {
     EXPECT_NE(r.back().error.find("needs"), std::string::npos);
 }
 
+TEST(Forecast, LstmTrainingReducesLossAndIsDeterministic) {
+    const RateSeries s = daily_sine(3, 10, 5);
+    LstmOptions o;
+    LstmTrainReport rep;
+    auto a = train_lstm(s, o, &rep);
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    EXPECT_EQ(rep.iterations, o.iterations);
+    EXPECT_LT(rep.last_loss, rep.first_loss / 4) << rep.first_loss << " -> " << rep.last_loss;
+    auto b = train_lstm(s, o);
+    ASSERT_TRUE(b.ok());
+    auto fa = (*a)->forecast(s, 30), fb = (*b)->forecast(s, 30);
+    ASSERT_TRUE(fa.ok() && fb.ok());
+    EXPECT_EQ(*fa, *fb);  // same history, same seed: the same weights, bit for bit
+    double mae = 0;
+    for (int i = 0; i < 30; ++i) {
+        mae += std::abs((*fa)[size_t(i)] - (10 + 5 * std::sin(2 * M_PI * i / kDay))) / 30;
+    }
+    EXPECT_LT(mae, 1.0);  // within a fifth of the amplitude
+    o.seed = 2;
+    auto c = train_lstm(s, o);
+    ASSERT_TRUE(c.ok());
+    EXPECT_NE(*(*c)->forecast(s, 30), *fa);
+    EXPECT_FALSE(train_lstm(RateSeries(10, 1.0), LstmOptions{}).ok());
+}
+
 }  // namespace
 }  // namespace pagoda::control
