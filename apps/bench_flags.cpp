@@ -3,9 +3,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include "bench/baseline.h"
+#include "control/rule_expr.h"
 
 namespace pagoda::app {
 
@@ -13,16 +15,54 @@ using namespace pagoda::bench;
 
 namespace {
 
-// --speed, --rate-scale, --length-scale and --on-overlong: trace replays only.
+// A compound duration such as 7d5h30m (units ms, s, m, h, d), in seconds.
+Result<double> parse_compound_seconds(const std::string& text) {
+    double total = 0;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t end = pos;
+        while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+        while (end < text.size() && std::isalpha(static_cast<unsigned char>(text[end]))) ++end;
+        PAGODA_ASSIGN_OR_RETURN(int64_t ms,
+                                control::parse_duration_ms(text.substr(pos, end - pos)));
+        total += double(ms) / 1000.0;
+        pos = end;
+    }
+    return total;
+}
+
+// "FROM-TO" or "FROM-" into the scenario's trace window.
+Status apply_time_window(const std::string& w, Arrival& a) {
+    const size_t dash = w.find('-');
+    auto bad = [&](const std::string& why) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--time-window '{}': {} (expected FROM-TO in trace time after the first "
+                          "request, e.g. 10m-40m, 7d5h-7d9h or 2h-)",
+                          w, why);
+    };
+    if (dash == std::string::npos) return bad("no '-'");
+    auto from = parse_compound_seconds(w.substr(0, dash));
+    auto to = parse_compound_seconds(w.substr(dash + 1));
+    if (!from.ok()) return bad(from.error().message);
+    if (!to.ok()) return bad(to.error().message);
+    if (*to > 0 && *to <= *from) return bad("the end is not after the start");
+    a.trace_window_from_s = *from;
+    a.trace_window_to_s = *to;
+    return ok_status();
+}
+
+// --speed, --rate-scale, --length-scale, --on-overlong and --time-window: trace replays only.
 Status apply_trace_flags(const BenchFlags& f, Scenario& s) {
-    const bool given =
-        f.speed != 1 || f.rate_scale != 1 || f.length_scale != 1 || !f.on_overlong.empty();
+    const bool given = f.speed != 1 || f.rate_scale != 1 || f.length_scale != 1 ||
+                       !f.on_overlong.empty() || !f.time_window.empty();
     if (!given) return ok_status();
     if (s.arrival.kind != Arrival::Kind::kTrace) {
         return make_error(ErrorCode::kInvalidArgument,
-                          "--speed, --rate-scale, --length-scale and --on-overlong apply to trace "
-                          "replays (--trace FILE, or a scenario with process = \"trace\")");
+                          "--speed, --rate-scale, --length-scale, --on-overlong and --time-window "
+                          "apply to trace replays (--trace FILE, or a scenario with process = "
+                          "\"trace\")");
     }
+    if (!f.time_window.empty()) PAGODA_TRY(apply_time_window(f.time_window, s.arrival));
     s.arrival.trace_speed *= f.speed;
     s.arrival.trace_rate_scale *= f.rate_scale;
     s.arrival.trace_length_scale *= f.length_scale;
@@ -170,6 +210,9 @@ void add_load_flags(CLI::App* c, BenchFlags& f) {
                   "Trace replay: multiply prompt and output lengths (a 14k-token trace on a 2k "
                   "model: 0.1)")
         ->check(CLI::PositiveNumber);
+    c->add_option("--time-window", f.time_window,
+                  "Trace replay: only the requests FROM-TO after the trace's first (trace time, "
+                  "e.g. 10m-40m or 7d5h-7d9h); the replay starts at FROM");
     c->add_option("--on-overlong", f.on_overlong,
                   "Trace requests longer than the server's context: error (default), skip, or "
                   "clamp (shorten the prompt)")

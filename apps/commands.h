@@ -20,6 +20,8 @@ void add_sim(CLI::App& app, std::function<int()>& action);
 void add_tune(CLI::App& app, std::function<int()>& action);
 // `pagoda rules ...` and `pagoda audit`.
 void add_rules(CLI::App& app, std::function<int()>& action);
+// `pagoda forecast import|backtest|show`.
+void add_forecast(CLI::App& app, std::function<int()>& action);
 // `pagoda sim predict`, under the `sim` subcommand.
 void add_sim_predict(CLI::App* sim_cmd, std::function<int()>& action);
 

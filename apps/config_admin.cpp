@@ -167,6 +167,19 @@ class Admin : public ControlAdmin {
         return {200, cp_->warmup_report()};
     }
 
+    AdminReply forecast() override {
+        control::ForecastTier* f = cp_->forecast();
+        if (f == nullptr) {
+            return {404,
+                    {{"error",
+                      {{"message", "forecasting is off on this server (--no-forecast)"},
+                       {"type", "not_found_error"},
+                       {"param", nullptr},
+                       {"code", 404}}}}};
+        }
+        return {200, f->report(control::unix_ms_now())};
+    }
+
     // pause: a person takes over (automatic actions stop, everything is still recorded);
     // resume: back to the mode before the pause.
     AdminReply control(const std::string& verb) override {

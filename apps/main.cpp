@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
     pagoda::app::add_sim(app, action);
     pagoda::app::add_tune(app, action);
     pagoda::app::add_rules(app, action);
+    pagoda::app::add_forecast(app, action);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

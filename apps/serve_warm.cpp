@@ -1,10 +1,71 @@
 #include "apps/serve_warm.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <ctime>
 
 #include "control/rule_expr.h"
 
 namespace pagoda::app {
+
+namespace {
+
+void add_forecast_flags(CLI::App* c, WarmFlags& f) {
+    const char* g = "Forecast (predictive warmup)";
+    c->add_flag("--forecast,!--no-forecast", f.forecast,
+                "Record the request rate per minute in the state directory, forecast the next "
+                "30 minutes (seasonal naive, Holt-Winters, LSTM; the best on a rolling backtest) "
+                "and pre-warm ahead of a predicted rise (GET /admin/forecast)")
+        ->group(g);
+    c->add_option("--prewarm-lead", f.lead_minutes,
+                  "Minutes ahead of a predicted rise that the pre-warm starts (low, then medium "
+                  "at two thirds, high at one third of the lead)")
+        ->capture_default_str()
+        ->group(g);
+    c->add_option("--prewarm-rise", f.rise,
+                  "A predicted rate this many times the current one (or 5% of the history's "
+                  "peak, if higher) is a rise")
+        ->capture_default_str()
+        ->group(g);
+    c->add_option("--replica-capacity-rps", f.capacity_rps,
+                  "Requests/s one replica serves within its SLOs, for "
+                  "pagoda_forecast_recommended_replicas (0: the busiest minute of the history "
+                  "whose queue stayed shallow)")
+        ->capture_default_str()
+        ->group(g);
+    c->add_option("--forecast-refit", f.refit, "How often the backtest and retraining run")
+        ->capture_default_str()
+        ->group(g);
+    c->add_option("--forecast-clock-scale", f.clock_scale,
+                  "Run the forecast clock this many times faster than real time (for replaying "
+                  "a day-long trace in minutes with pagoda bench --speed; use a fresh "
+                  "--state-dir)")
+        ->capture_default_str()
+        ->group(g);
+    c->add_option("--forecast-clock-start", f.clock_start,
+                  "The forecast clock's time at start: unix seconds or 2026-11-30T06:00:00Z "
+                  "(default: now)")
+        ->group(g);
+}
+
+// Unix seconds, or an ISO 8601 UTC time (YYYY-MM-DDTHH:MM[:SS][Z]); in milliseconds.
+Result<int64_t> parse_clock_start(const std::string& s) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (!s.empty() && *end == '\0' && v > 0) return int64_t(v * 1000);
+    std::tm tm{};
+    const char* rest = strptime(s.c_str(), "%Y-%m-%dT%H:%M", &tm);
+    if (rest != nullptr && *rest == ':') rest = strptime(rest, ":%S", &tm);
+    if (rest == nullptr || !(*rest == '\0' || (rest[0] == 'Z' && rest[1] == '\0'))) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--forecast-clock-start: '{}' is neither unix seconds nor a UTC time "
+                          "like 2026-11-30T06:00:00Z",
+                          s);
+    }
+    return int64_t(timegm(&tm)) * 1000;
+}
+
+}  // namespace
 
 void add_warm_flags(CLI::App* c, WarmFlags& f) {
     const char* g = "Warmup";
@@ -35,6 +96,7 @@ void add_warm_flags(CLI::App* c, WarmFlags& f) {
                   "CPUs awake so the next request pays no wake-up; off costs nothing idle")
         ->capture_default_str()
         ->group(g);
+    add_forecast_flags(c, f);
 }
 
 Status apply_warm_flags(const WarmFlags& f, control::ControlOptions& o) {
@@ -46,7 +108,22 @@ Status apply_warm_flags(const WarmFlags& f, control::ControlOptions& o) {
     if (!w.ok()) return Error{w.error().code, "--warm-max-window: " + w.error().message};
     o.warm.max_window_s = double(*w) / 1000.0;
     if (Status st = o.warm.validate(); !st.ok()) return st;
-    return ok_status();
+    control::ForecastOptions& fo = o.forecast;
+    fo.enabled = f.forecast;
+    fo.clock_scale = f.clock_scale;
+    fo.lead_minutes = f.lead_minutes;
+    fo.rise_factor = f.rise;
+    fo.replica_capacity_rps = f.capacity_rps;
+    if (!f.clock_start.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(fo.clock_start_ms, parse_clock_start(f.clock_start));
+    }
+    auto r = control::parse_duration_ms(f.refit);
+    if (!r.ok() || *r < 60'000) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--forecast-refit: '{}' must be a duration of at least 1m", f.refit);
+    }
+    fo.refit_minutes = int(*r / 60'000);
+    return fo.validate();
 }
 
 }  // namespace pagoda::app

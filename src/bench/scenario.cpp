@@ -233,6 +233,9 @@ std::string Scenario::hash() const {
     s += arrival.trace;
     s += fmt::format("|{}|{}|{}|{}", arrival.trace_speed, arrival.trace_rate_scale,
                      arrival.trace_length_scale, int(arrival.on_overlong));
+    if (arrival.trace_window_from_s > 0 || arrival.trace_window_to_s > 0) {
+        s += fmt::format("|{}-{}", arrival.trace_window_from_s, arrival.trace_window_to_s);
+    }
     for (const auto& p : arrival.phases)
         s += fmt::format("p{},{},{},{}|", int(p.process), p.rate, p.burstiness, p.duration_s);
     auto dist = [](const LengthDist& d) {

@@ -59,6 +59,9 @@ struct Arrival {
     double trace_speed = 1;         // > 1 replays faster (wall time compressed)
     double trace_rate_scale = 1;    // arrival rates x this (gaps divided), --rate-scale
     double trace_length_scale = 1;  // input and output lengths x this, --length-scale
+    // --time-window: replay only [from, to) seconds after the trace's first timestamp
+    // (trace time, before --speed); the replay starts at `from`. to <= 0: to the end.
+    double trace_window_from_s = 0, trace_window_to_s = 0;
     // Requests longer than the server's context: refuse the run (error), leave them out
     // (skip), or shorten the prompt keeping the output (clamp).
     enum class Overlong { kError, kSkip, kClamp };

@@ -99,8 +99,11 @@ Result<std::vector<PlannedRequest>> read_trace(const Scenario& s) {
             return where("needs \"timestamp\" (seconds) or \"timestamp_ms\" as a number");
         }
         if (std::isnan(t0)) t0 = ts;
-        r.at_s = (ts - t0) / (s.arrival.trace_speed * s.arrival.trace_rate_scale);
-        if (r.at_s < 0) return where("timestamps must not go backwards");
+        if (ts < t0) return where("timestamps must not go backwards");
+        const Arrival& a = s.arrival;
+        if (ts - t0 < a.trace_window_from_s) continue;
+        if (a.trace_window_to_s > 0 && ts - t0 >= a.trace_window_to_s) break;
+        r.at_s = (ts - t0 - a.trace_window_from_s) / (a.trace_speed * a.trace_rate_scale);
         if (!plan.empty() && r.at_s < plan.back().at_s) return where("timestamps must be in order");
         if (j.contains("prompt")) {
             if (!j["prompt"].is_string()) return where("\"prompt\" must be a string");
@@ -146,8 +149,13 @@ Result<std::vector<PlannedRequest>> read_trace(const Scenario& s) {
             break;
         }
     }
-    if (plan.empty())
-        return make_error(ErrorCode::kInvalidFile, "{}: no requests in the trace", s.arrival.trace);
+    if (plan.empty()) {
+        return make_error(ErrorCode::kInvalidFile, "{}: no requests in the trace{}",
+                          s.arrival.trace,
+                          s.arrival.trace_window_from_s > 0 || s.arrival.trace_window_to_s > 0
+                              ? " within --time-window"
+                              : "");
+    }
     return plan;
 }
 

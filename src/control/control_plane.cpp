@@ -63,6 +63,11 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::open(engine::Engine& engine,
     }
     log_info("context_lengths loaded={} ema={:.0f} policy={}", cp->stats_.all().count(),
              cp->stats_.ema(), block_size_policy_name(opts.policy));
+    if (opts.forecast.enabled) {
+        PAGODA_ASSIGN_OR_RETURN(cp->forecast_, cp->cm_->with_db([&](StateDb& db) {
+            return ForecastTier::open(db, opts.forecast, now);
+        }));
+    }
     if (opts.policy != BlockSizePolicy::kStatic) {
         PAGODA_TRY(cp->load_or_calibrate(now));
         if (cp->stats_.window_for(now, opts.min_samples).count() >= opts.min_samples) {
@@ -135,11 +140,18 @@ ContextLengthStats ControlPlane::length_stats() const {
 void ControlPlane::tick(int64_t now_ms) {
     {
         std::lock_guard<std::mutex> lock(mu_);
-        for (int32_t len : engine_.take_finished_lengths()) {
+        const std::vector<int32_t> finished = engine_.take_finished_lengths();
+        for (int32_t len : finished) {
             stats_.add(len, now_ms);
             stats_dirty_ = true;
         }
         const auto st = engine_.stats();
+        if (forecast_) {
+            cm_->with_db([&](StateDb& db) {
+                forecast_->observe(db, now_ms, st->requests_submitted, st->queue.waiting, finished);
+                return 0;
+            });
+        }
         peak_running_ = std::max(peak_running_, st->queue.running);
         peak_kv_usage_ = std::max(peak_kv_usage_, st->blocks.usage);
         guard_tick(now_ms);

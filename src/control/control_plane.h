@@ -19,6 +19,7 @@
 
 #include "control/block_size_policy.h"
 #include "control/config_manager.h"
+#include "control/forecast_tier.h"
 #include "control/length_stats.h"
 #include "control/oom_guard.h"
 #include "control/warm_policy.h"
@@ -42,6 +43,7 @@ struct ControlOptions {
     Automation automation = Automation::kOn;  // --automation
     WarmPolicyOptions warm;                   // --warm-thresholds, --warm-window-*, --warm-spin-ms
     bool warm_dynamic = true;                 // --no-dynamic-warmup: only manual levels
+    ForecastOptions forecast;                 // the predictive tier (--no-forecast, ...)
 };
 
 class ControlPlane {
@@ -71,6 +73,8 @@ class ControlPlane {
     void note_startup_warmup(double seconds);
     // Warmup is suspended while this returns true (shedding, a critical alert firing).
     void set_warm_suspender(std::function<bool()> fn);
+    // The predictive tier; null with --no-forecast. GET /admin/forecast reads its report.
+    ForecastTier* forecast() { return forecast_.get(); }
 
   private:
     ControlPlane(engine::Engine& e, std::unique_ptr<ConfigManager> cm, ControlOptions o)
@@ -117,9 +121,10 @@ class ControlPlane {
     int64_t guard_rollbacks_ = 0;
     WarmPolicy warm_{o_.warm};
     std::function<bool()> warm_suspender_;
-    bool warm_manual_ = false;                    // the level was set by a person (tier "manual")
     double spin_seen_s_ = 0;                      // engine idle spin already attributed to a tier
     std::map<std::string, double> warm_seconds_;  // by tier
+    std::string warm_tier_ = "dynamic";           // the tier that set the level
+    std::unique_ptr<ForecastTier> forecast_;      // its own lock, taken after mu_
 };
 
 }  // namespace pagoda::control

@@ -236,6 +236,7 @@ std::string ControlPlane::metrics_text(const std::string& model_name) const {
     std::string out = cm_->metrics_text(model_name);
     std::lock_guard<std::mutex> lock(mu_);
     out += warm_metrics(model_name);
+    if (forecast_) out += forecast_->metrics_text(model_name);
     metrics::TextWriter w;
     const metrics::Labels model = {{"model_name", model_name}};
     w.family("pagoda_context_length_ema_tokens", "gauge",

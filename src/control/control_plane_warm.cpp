@@ -15,30 +15,47 @@ void ControlPlane::warm_tick(int64_t now_ms) {
     if (auto c = warm_.suspend(suspend, "shedding or a critical alert", now_ms)) {
         note_warm(*c, now_ms);
     }
-    if (o_.warm_dynamic || warm_manual_) {
-        const int64_t waiting = o_.warm_dynamic ? engine_.stats()->queue.waiting : 0;
-        if (auto c = warm_.observe(waiting, now_ms)) note_warm(*c, now_ms);
+    // With the dynamic tier off the queue counts as empty: windows still end.
+    const int64_t waiting = o_.warm_dynamic ? engine_.stats()->queue.waiting : 0;
+    if (auto c = warm_.observe(waiting, now_ms)) {
+        if (c->to > c->from) warm_tier_ = "dynamic";
+        note_warm(*c, now_ms);
+    }
+    if (forecast_) {
+        const Prewarm p = forecast_->prewarm();
+        // Held for two minutes of the forecast clock, renewed while the rise is ahead.
+        const auto hold = int64_t(120'000.0 / o_.forecast.clock_scale);
+        const std::string why =
+            fmt::format("forecast: {:.3f} req/s in {:.0f} min (now {:.3f}, rise at {:.3f})",
+                        p.predicted_rps, p.lead_minutes, p.current_rps, p.threshold_rps);
+        if (p.level != WarmLevel::kOff) {
+            if (auto c = warm_.raise(p.level, now_ms + hold, why)) {
+                warm_tier_ = "predictive";
+                note_warm(*c, now_ms);
+            }
+        }
     }
     const bool act = automation_ == Automation::kOn;
     engine_.set_idle_spin(act ? warm_.spin_budget(now_ms) : std::chrono::microseconds(0));
     // The spin since the last tick belongs to the tier that set the level.
     const double spun = engine_.idle_spin_seconds();
     if (spun > spin_seen_s_) {
-        warm_seconds_[warm_manual_ ? "manual" : "dynamic"] += spun - spin_seen_s_;
+        warm_seconds_[warm_tier_] += spun - spin_seen_s_;
         spin_seen_s_ = spun;
     }
 }
 
 void ControlPlane::note_warm(const WarmChange& c, int64_t now_ms) {
-    if (c.to == WarmLevel::kOff) warm_manual_ = false;
+    if (c.to == WarmLevel::kOff) warm_tier_ = "dynamic";
     const json d = {{"from", warm_level_name(c.from)},
                     {"to", warm_level_name(c.to)},
                     {"until_ms", c.until_ms},
                     {"reason", c.reason},
+                    {"tier", warm_tier_},
                     {"mode", automation_name(automation_)}};
     record("warm_level", d, now_ms);
-    log_info("warm_level from={} to={} reason=\"{}\" mode={}", warm_level_name(c.from),
-             warm_level_name(c.to), c.reason, automation_name(automation_));
+    log_info("warm_level from={} to={} tier={} reason=\"{}\" mode={}", warm_level_name(c.from),
+             warm_level_name(c.to), warm_tier_, c.reason, automation_name(automation_));
 }
 
 json ControlPlane::warmup_report() const {
@@ -46,7 +63,9 @@ json ControlPlane::warmup_report() const {
     const int64_t now = unix_ms_now();
     json j = warm_.to_json(now);
     j["dynamic"] = o_.warm_dynamic;
-    j["manual"] = warm_manual_;
+    j["manual"] = warm_tier_ == "manual";
+    j["tier"] = warm_.level() == WarmLevel::kOff ? "" : warm_tier_;
+    j["predictive"] = forecast_ != nullptr;
     j["idle_spin_seconds_total"] = engine_.idle_spin_seconds();
     j["seconds_by_tier"] = warm_seconds_;
     return j;
@@ -64,7 +83,7 @@ Status ControlPlane::set_warm_level(WarmLevel level, int64_t duration_ms, int64_
                           "fires");
     }
     const WarmChange c = warm_.set_manual(level, duration_ms, now_ms);
-    warm_manual_ = level != WarmLevel::kOff;
+    warm_tier_ = level != WarmLevel::kOff ? "manual" : "dynamic";
     note_warm(c, now_ms);
     if (automation_ == Automation::kOn) engine_.set_idle_spin(warm_.spin_budget(now_ms));
     return ok_status();
@@ -89,7 +108,8 @@ std::string ControlPlane::warm_metrics(const std::string& model_name) const {
     w.sample("pagoda_warm_level", model, double(int(warm_.level())));
     w.family("pagoda_warmup_seconds_total", "counter",
              "Time spent warming by tier: minimal (before ready), dynamic (queue depth), "
-             "manual (POST /admin/warmup); for the spinning tiers, wall time spun.");
+             "predictive (forecast), manual (POST /admin/warmup); for the spinning tiers, wall "
+             "time spun.");
     for (const char* tier : {"minimal", "dynamic", "predictive", "manual"}) {
         auto it = warm_seconds_.find(tier);
         w.sample("pagoda_warmup_seconds_total", {{"model_name", model_name}, {"tier", tier}},

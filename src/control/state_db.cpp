@@ -32,6 +32,14 @@ const char* const kSchema[] = {
     " detail TEXT NOT NULL)",  // JSON
     // What the version ran on (backend, model, card, TP): rollback targets stay within one.
     "ALTER TABLE config_versions ADD COLUMN deployment TEXT NOT NULL DEFAULT ''",
+    // Arrivals per minute for the forecaster: minute is unix time / 60 (or the forecast
+    // clock's); requests by length class (prompt + output at or below the boundary: short).
+    "CREATE TABLE rate_history ("
+    " minute INTEGER PRIMARY KEY,"
+    " requests INTEGER NOT NULL,"
+    " short INTEGER NOT NULL DEFAULT 0,"
+    " long INTEGER NOT NULL DEFAULT 0,"
+    " max_waiting INTEGER NOT NULL DEFAULT 0)",
 };
 
 Error db_error(const std::string& path, const SQLite::Exception& e) {
@@ -153,6 +161,54 @@ Result<std::vector<nlohmann::json>> StateDb::events(const std::string& kind, int
                            {"at_ms", q.getColumn(1).getInt64()},
                            {"kind", q.getColumn(2).getString()},
                            {"detail", detail.is_discarded() ? nlohmann::json() : detail}});
+        }
+    } catch (const SQLite::Exception& e) {
+        return db_error(path_, e);
+    }
+    return out;
+}
+
+Status StateDb::put_rate_minutes(const std::vector<RateMinute>& rows) {
+    try {
+        SQLite::Transaction t(*db_);
+        SQLite::Statement q(*db_,
+                            "INSERT OR REPLACE INTO rate_history (minute, requests, short, long, "
+                            "max_waiting) VALUES (?, ?, ?, ?, ?)");
+        for (const RateMinute& r : rows) {
+            q.bind(1, r.minute);
+            q.bind(2, r.requests);
+            q.bind(3, r.short_requests);
+            q.bind(4, r.long_requests);
+            q.bind(5, r.max_waiting);
+            q.exec();
+            q.reset();
+        }
+        t.commit();
+        return ok_status();
+    } catch (const SQLite::Exception& e) {
+        return db_error(path_, e);
+    }
+}
+
+Result<std::vector<RateMinute>> StateDb::rate_minutes(int64_t from_minute, int64_t to_minute) {
+    std::vector<RateMinute> out;
+    try {
+        SQLite::Statement q(*db_,
+                            "SELECT minute, requests, short, long, max_waiting FROM rate_history "
+                            "WHERE minute >= ? AND minute < ? ORDER BY minute");
+        q.bind(1, from_minute);
+        q.bind(2, to_minute);
+        while (q.executeStep()) {
+            RateMinute r{q.getColumn(0).getInt64(), q.getColumn(1).getInt64(),
+                         q.getColumn(2).getInt64(), q.getColumn(3).getInt64(),
+                         q.getColumn(4).getInt64()};
+            if (r.requests < 0 || r.short_requests < 0 || r.long_requests < 0) {
+                return make_error(ErrorCode::kIo,
+                                  "state database {}: rate_history minute {} holds a negative "
+                                  "count; delete the row or move the file away",
+                                  path_, r.minute);
+            }
+            out.push_back(r);
         }
     } catch (const SQLite::Exception& e) {
         return db_error(path_, e);

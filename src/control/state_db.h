@@ -22,6 +22,14 @@ namespace pagoda::control {
 // $XDG_STATE_HOME/pagoda, else $HOME/.local/state/pagoda.
 std::string default_state_dir();
 
+// One minute of the request-rate history (table rate_history).
+struct RateMinute {
+    int64_t minute = 0;  // unix minutes (or the forecast clock's)
+    int64_t requests = 0;
+    int64_t short_requests = 0, long_requests = 0;  // by length class
+    int64_t max_waiting = 0;                        // the deepest waiting queue seen
+};
+
 class StateDb {
   public:
     ~StateDb();
@@ -37,6 +45,11 @@ class StateDb {
     Status record_event(const std::string& kind, const nlohmann::json& detail, int64_t now_ms);
     // Newest first; kind "" for every kind. Each: {"id", "at_ms", "kind", "detail"}.
     Result<std::vector<nlohmann::json>> events(const std::string& kind, int limit);
+
+    // The request-rate history: rows replaced by minute; read in [from, to), oldest first.
+    // Errors: a row with a negative count (a corrupt history).
+    Status put_rate_minutes(const std::vector<RateMinute>& rows);
+    Result<std::vector<RateMinute>> rate_minutes(int64_t from_minute, int64_t to_minute);
 
   private:
     StateDb() = default;

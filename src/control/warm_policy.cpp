@@ -136,6 +136,15 @@ std::optional<WarmChange> WarmPolicy::suspend(bool on, const std::string& why, i
     return c;
 }
 
+std::optional<WarmChange> WarmPolicy::raise(WarmLevel l, int64_t until_ms, const std::string& why) {
+    if (suspended_ || l == WarmLevel::kOff || l < level_) return std::nullopt;
+    until_ms_ = std::max(until_ms_, until_ms);
+    if (l == level_) return std::nullopt;
+    const WarmChange c{level_, l, until_ms_, why};
+    level_ = l;
+    return c;
+}
+
 WarmChange WarmPolicy::set_manual(WarmLevel l, int64_t duration_ms, int64_t now_ms) {
     const WarmChange c{level_, l, l == WarmLevel::kOff ? 0 : now_ms + duration_ms, "manual"};
     level_ = l;

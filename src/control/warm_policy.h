@@ -53,6 +53,9 @@ class WarmPolicy {
     std::optional<WarmChange> observe(int64_t waiting, int64_t now_ms);
     // While on, the level is off and observations do not raise it.
     std::optional<WarmChange> suspend(bool on, const std::string& why, int64_t now_ms);
+    // The predictive tier: at least `l` until `until_ms` (never lowers the level; a change
+    // only when it raises it).
+    std::optional<WarmChange> raise(WarmLevel l, int64_t until_ms, const std::string& why);
     // A level for `duration_ms` (POST /admin/warmup); the queue may still raise it.
     WarmChange set_manual(WarmLevel l, int64_t duration_ms, int64_t now_ms);
     WarmLevel level() const { return level_; }

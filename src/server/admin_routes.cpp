@@ -178,6 +178,7 @@ std::optional<http::Reply> OpenAiServer::admin_alerts(const http::Request& req) 
     }
     if (p == "/admin/control" && get) return from_admin(c.control("status"));
     if (p == "/admin/warmup" && get) return from_admin(c.warmup(std::nullopt));
+    if (p == "/admin/forecast" && get) return from_admin(c.forecast());
     if (p == "/admin/warmup" && post) {
         http::Response err;
         auto j = parse_body(req, err);

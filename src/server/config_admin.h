@@ -45,6 +45,8 @@ class ConfigAdmin {
     virtual AdminReply control(const std::string& verb) { return off(); }
     // GET /admin/warmup, or POST {"level": "off|low|medium|high", "duration": "60s"}.
     virtual AdminReply warmup(const std::optional<nlohmann::json>& post) { return off(); }
+    // GET /admin/forecast: the rate forecast, each model's backtest error, the choice.
+    virtual AdminReply forecast() { return off(); }
 
   private:
     static AdminReply off() {
