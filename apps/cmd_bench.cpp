@@ -211,6 +211,7 @@ Result<OneRun> run_once(Prepared& p, const BenchFlags& f, uint64_t variant,
         r.prompts_synthesised = synthesised;
         r.server_metrics_json = metric_deltas_json(before[i], scrape_metrics(p.targets[i]));
         r.server_info_json = p.targets[i].info_json;
+        if (i == 0) r.server = out.result.server;
         if (!r.aborted.empty() && r.aborted != "interrupted")
             r.verdict = "fail";  // a stop condition fired
         out.reports.push_back(std::move(r));

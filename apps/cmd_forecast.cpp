@@ -23,8 +23,8 @@ struct ForecastFlags {
     std::string state_dir;
     double until_s = 0;  // only arrivals before this trace time (unix seconds); 0: all
     int horizon = 30;
-    int folds = 6;
-    int step = 30;
+    int folds = 12;
+    int step = 120;
     bool json = false;
     AdminTarget target;
 };
@@ -127,7 +127,8 @@ int run_backtest(const ForecastFlags& f) {
     std::printf("  %-22s %12s %8s\n", "model", "MAE req/s", "windows");
     for (const auto& b : r.ranking) {
         if (b.windows > 0) {
-            std::printf("  %-22s %12.5f %8d\n", b.name.c_str(), b.mae, b.windows);
+            std::printf("  %-22s %12.5f %8d  %s\n", b.name.c_str(), b.mae, b.windows,
+                        b.error.c_str());
         } else {
             std::printf("  %-22s %12s %8d  %s\n", b.name.c_str(), "-", 0, b.error.c_str());
         }

@@ -167,6 +167,30 @@ std::map<std::string, double> scrape_metrics(Target& t) {
     return out;
 }
 
+std::map<std::string, double> timeline_gauges(const std::map<std::string, double>& scrape) {
+    // Short name, series name, a label the series must carry ("" for any).
+    static const char* const kPicks[][3] = {
+        {"waiting", "vllm:num_requests_waiting", ""},
+        {"running", "vllm:num_requests_running", ""},
+        {"kv_usage", "vllm:kv_cache_usage_perc", ""},
+        {"warm_level", "pagoda_warm_level", ""},
+        {"forecast_5m", "pagoda_forecast_requests_per_second", "horizon=\"5m\""},
+        {"forecast_15m", "pagoda_forecast_requests_per_second", "horizon=\"15m\""},
+        {"observed_rps", "pagoda_forecast_observed_requests_per_second", ""},
+        {"recommended_replicas", "pagoda_forecast_recommended_replicas", ""},
+    };
+    std::map<std::string, double> out;
+    for (const auto& [k, v] : scrape) {
+        const std::string name = k.substr(0, k.find('{'));
+        for (const auto& p : kPicks) {
+            if (name == p[1] && (p[2][0] == '\0' || k.find(p[2]) != std::string::npos)) {
+                out[p[0]] = v;
+            }
+        }
+    }
+    return out;
+}
+
 std::string metric_deltas_json(const std::map<std::string, double>& before,
                                const std::map<std::string, double>& after) {
     json out = json::object();
@@ -420,6 +444,35 @@ RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan,
             std::move(cb));
     };
 
+    // The server timeline: the first target's gauges once a period, on a thread of its own.
+    std::atomic<bool> sampling{opts.sample_every_s > 0 && !targets.empty()};
+    std::mutex sample_mu;
+    std::condition_variable sample_cv;
+    std::thread sampler;
+    if (sampling.load()) {
+        sampler = std::thread([&] {
+            std::unique_lock<std::mutex> lk(sample_mu);
+            for (int k = 0; sampling.load(); ++k) {
+                lk.unlock();
+                ServerSample smp{now(), timeline_gauges(scrape_metrics(*targets[0]))};
+                lk.lock();
+                res.server.push_back(std::move(smp));
+                const auto due =
+                    t0 + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(opts.sample_every_s * (k + 1)));
+                sample_cv.wait_until(lk, due, [&] { return !sampling.load(); });
+            }
+        });
+    }
+    auto stop_sampler = [&] {
+        {
+            std::lock_guard<std::mutex> lk(sample_mu);
+            sampling = false;
+        }
+        sample_cv.notify_all();
+        if (sampler.joinable()) sampler.join();
+    };
+
     double last_progress = -1;
     auto check = [&]() {
         double t = now();
@@ -494,6 +547,7 @@ RunResult run_plan(const Scenario& s, const std::vector<PlannedRequest>& plan,
         }
     }
     check();
+    stop_sampler();
     if (opts.progress) std::fprintf(stderr, "\n");
     res.duration_s = now();
     return res;

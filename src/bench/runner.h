@@ -44,11 +44,16 @@ std::string metric_deltas_json(const std::map<std::string, double>& before,
 
 struct RunOptions {
     bool progress = false;              // live line on stderr
+    double sample_every_s = 1;          // scrape the first target's /metrics this often (0: no)
     std::function<bool()> interrupted;  // polled; true stops sending (Ctrl-C)
     std::string label;                  // shown in the progress line
 };
 
+// The timeline's gauges out of one scrape.
+std::map<std::string, double> timeline_gauges(const std::map<std::string, double>& scrape);
+
 struct RunResult {
+    std::vector<ServerSample> server;
     std::vector<RequestRecord> records;
     double duration_s = 0;
     std::string aborted;

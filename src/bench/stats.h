@@ -70,6 +70,13 @@ struct SecondBucket {
     double ttft_mean_ms = 0;  // of requests whose first token came in this second; 0 if none
 };
 
+// One scrape of the first target during the run: the gauges of the server timeline
+// (waiting and running requests, KV use, warm level, the rate forecast), by short name.
+struct ServerSample {
+    double t_s = 0;
+    std::map<std::string, double> v;
+};
+
 struct CriterionResult {
     Criterion criterion;
     double value = 0;
@@ -86,6 +93,7 @@ struct Report {
     Stats overall;
     std::vector<Stats> classes;
     std::vector<SecondBucket> series;
+    std::vector<ServerSample> server;  // the first target's timeline (target 0's report only)
     std::vector<CriterionResult> criteria;
     std::string verdict = "none";  // pass, fail, none
     // Client honesty: how late requests were sent against their schedule.

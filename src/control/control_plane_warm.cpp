@@ -4,6 +4,8 @@
 // pagoda_warm_level and pagoda_warmup_seconds_total{tier} metrics.
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "base/log.h"
 #include "control/control_plane.h"
 #include "metrics/metrics.h"
@@ -15,16 +17,13 @@ void ControlPlane::warm_tick(int64_t now_ms) {
     if (auto c = warm_.suspend(suspend, "shedding or a critical alert", now_ms)) {
         note_warm(*c, now_ms);
     }
-    // With the dynamic tier off the queue counts as empty: windows still end.
-    const int64_t waiting = o_.warm_dynamic ? engine_.stats()->queue.waiting : 0;
-    if (auto c = warm_.observe(waiting, now_ms)) {
-        if (c->to > c->from) warm_tier_ = "dynamic";
-        note_warm(*c, now_ms);
-    }
+    // The predictive tier first, so that a pre-warm still ahead extends its window before
+    // the window's end is checked.
     if (forecast_) {
         const Prewarm p = forecast_->prewarm();
-        // Held for two minutes of the forecast clock, renewed while the rise is ahead.
-        const auto hold = int64_t(120'000.0 / o_.forecast.clock_scale);
+        // Held for two minutes of the forecast clock (at least 2.5 s, two ticks), renewed
+        // while the rise is ahead.
+        const auto hold = std::max<int64_t>(2500, int64_t(120'000.0 / o_.forecast.clock_scale));
         const std::string why =
             fmt::format("forecast: {:.3f} req/s in {:.0f} min (now {:.3f}, rise at {:.3f})",
                         p.predicted_rps, p.lead_minutes, p.current_rps, p.threshold_rps);
@@ -34,6 +33,12 @@ void ControlPlane::warm_tick(int64_t now_ms) {
                 note_warm(*c, now_ms);
             }
         }
+    }
+    // With the dynamic tier off the queue counts as empty: windows still end.
+    const int64_t waiting = o_.warm_dynamic ? engine_.stats()->queue.waiting : 0;
+    if (auto c = warm_.observe(waiting, now_ms)) {
+        if (c->to > c->from) warm_tier_ = "dynamic";
+        note_warm(*c, now_ms);
     }
     const bool act = automation_ == Automation::kOn;
     engine_.set_idle_spin(act ? warm_.spin_budget(now_ms) : std::chrono::microseconds(0));
@@ -46,7 +51,6 @@ void ControlPlane::warm_tick(int64_t now_ms) {
 }
 
 void ControlPlane::note_warm(const WarmChange& c, int64_t now_ms) {
-    if (c.to == WarmLevel::kOff) warm_tier_ = "dynamic";
     const json d = {{"from", warm_level_name(c.from)},
                     {"to", warm_level_name(c.to)},
                     {"until_ms", c.until_ms},
@@ -56,6 +60,7 @@ void ControlPlane::note_warm(const WarmChange& c, int64_t now_ms) {
     record("warm_level", d, now_ms);
     log_info("warm_level from={} to={} tier={} reason=\"{}\" mode={}", warm_level_name(c.from),
              warm_level_name(c.to), warm_tier_, c.reason, automation_name(automation_));
+    if (c.to == WarmLevel::kOff) warm_tier_ = "dynamic";
 }
 
 json ControlPlane::warmup_report() const {

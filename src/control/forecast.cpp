@@ -131,10 +131,17 @@ std::vector<BacktestResult> backtest(const std::vector<const Forecaster*>& model
             ++r.windows;
         }
         r.mae = n > 0 ? abs_sum / double(n) : std::numeric_limits<double>::infinity();
-        if (r.windows > 0) r.error.clear();
+        if (r.windows == folds) {
+            r.error.clear();
+        } else if (r.windows > 0) {
+            // Ranked only on every origin: errors over fewer (later) windows do not compare.
+            r.error = fmt::format("forecast {} of {} origins ({}); ranked after the others",
+                                  r.windows, folds, r.error);
+        }
         out.push_back(r);
     }
-    std::stable_sort(out.begin(), out.end(), [](const BacktestResult& a, const BacktestResult& b) {
+    std::stable_sort(out.begin(), out.end(), [&](const BacktestResult& a, const BacktestResult& b) {
+        if ((a.windows == folds) != (b.windows == folds)) return a.windows == folds;
         if ((a.windows > 0) != (b.windows > 0)) return a.windows > 0;
         return a.mae < b.mae;
     });

@@ -61,7 +61,9 @@ struct BacktestResult {
 };
 
 // Rolling-origin backtest: from `folds` origins spaced `step` minutes apart at the end of
-// the series, forecast `horizon` minutes and compare. Sorted best first; the failed last.
+// the series, forecast `horizon` minutes and compare. Sorted best first: the models that
+// forecast from every origin by error, then those that could only from some (their error is
+// over fewer, later windows, so it does not compare), then the failed.
 std::vector<BacktestResult> backtest(const std::vector<const Forecaster*>& models,
                                      const RateSeries& series, int horizon, int folds, int step);
 

@@ -30,6 +30,19 @@ std::vector<std::unique_ptr<Forecaster>> classic_models() {
     return m;
 }
 
+// The predicted rate `ahead` minutes after the open minute, as the mean of the 5 minutes
+// around it (per-minute counts are noisy at low rates, and so are forecasts that repeat
+// them); NaN past the forecast.
+double predicted_at(const std::vector<double>& f, int64_t from, int64_t open, int64_t ahead) {
+    const int64_t i = open + ahead - from;
+    if (i < 0 || i >= int64_t(f.size())) return std::nan("");
+    const int64_t lo = std::max<int64_t>(0, i - 2),
+                  hi = std::min<int64_t>(int64_t(f.size()) - 1, i + 2);
+    double sum = 0;
+    for (int64_t k = lo; k <= hi; ++k) sum += f[size_t(k)];
+    return sum / double(hi - lo + 1);
+}
+
 }  // namespace
 
 Status ForecastOptions::validate() const {
@@ -103,16 +116,18 @@ int64_t ForecastTier::clock_ms(int64_t now_ms) const {
 
 void ForecastTier::observe(StateDb& db, int64_t now_ms, int64_t submitted_total, int64_t waiting,
                            const std::vector<int32_t>& finished_lengths) {
-    const int64_t minute = clock_ms(now_ms) / kMinuteMs;
+    const int64_t c = clock_ms(now_ms);
+    const int64_t minute = c / kMinuteMs;
     std::unique_lock<std::mutex> lock(mu_);
-    const int64_t arrived = last_submitted_ < 0 ? 0 : submitted_total - last_submitted_;
+    const double arrived =
+        last_submitted_ < 0 ? 0.0 : double(std::max<int64_t>(0, submitted_total - last_submitted_));
     last_submitted_ = submitted_total;
-    open_.requests += std::max<int64_t>(0, arrived);
     open_.max_waiting = std::max(open_.max_waiting, waiting);
     for (int32_t len : finished_lengths) {
         (len <= o_.length_boundary ? open_.short_requests : open_.long_requests) += 1;
     }
     if (minute < open_.minute) {
+        open_requests_ += arrived;
         if (!clock_back_logged_) {
             log_warn(
                 "forecast_clock_jumped_back by_minutes={}; counting into minute {} until "
@@ -123,14 +138,33 @@ void ForecastTier::observe(StateDb& db, int64_t now_ms, int64_t submitted_total,
         return;
     }
     clock_back_logged_ = false;
-    if (minute == open_.minute) return;
-    close_minutes(db, minute);
+    // The arrivals since the last tick, spread over the minutes that tick spans in
+    // proportion to time (a fast forecast clock closes several minutes per tick).
+    const int64_t from = std::max(last_clock_ms_, open_.minute * kMinuteMs);
+    last_clock_ms_ = c;
+    const double span = double(std::max<int64_t>(1, c - from));
+    auto share = [&](int64_t m) {
+        const int64_t lo = std::max(from, m * kMinuteMs), hi = std::min(c, (m + 1) * kMinuteMs);
+        return hi > lo ? arrived * double(hi - lo) / span : 0.0;
+    };
+    if (minute == open_.minute || c <= from) {
+        open_requests_ += arrived;
+        return;
+    }
+    open_requests_ += share(open_.minute);
+    std::vector<double> between;
+    for (int64_t m = open_.minute + 1; m < minute && m - open_.minute <= kWeekMinutes; ++m) {
+        between.push_back(share(m));
+    }
+    close_minutes(db, minute, between);
+    open_requests_ = share(minute);
     pending_ = true;
     lock.unlock();
     cv_.notify_all();
 }
 
-void ForecastTier::close_minutes(StateDb& db, int64_t minute) {
+void ForecastTier::close_minutes(StateDb& db, int64_t minute, const std::vector<double>& between) {
+    open_.requests = std::llround(open_requests_);
     std::vector<RateMinute> rows = {open_};
     if (minute - open_.minute > kWeekMinutes) {
         // A jump of more than a week: the history before it no longer lines up.
@@ -138,14 +172,15 @@ void ForecastTier::close_minutes(StateDb& db, int64_t minute) {
                  minute - open_.minute);
         series_.clear();
     } else {
-        series_.push_back(double(open_.requests) / 60.0);
-        for (int64_t m = open_.minute + 1; m < minute; ++m) {
-            rows.push_back(RateMinute{m, 0, 0, 0, 0});
-            series_.push_back(0.0);
+        series_.push_back(open_requests_ / 60.0);
+        for (size_t i = 0; i < between.size(); ++i) {
+            rows.push_back(
+                RateMinute{open_.minute + 1 + int64_t(i), std::llround(between[i]), 0, 0, 0});
+            series_.push_back(between[i] / 60.0);
         }
     }
     if (open_.max_waiting <= 5) {
-        peak_comfortable_rps_ = std::max(peak_comfortable_rps_, double(open_.requests) / 60.0);
+        peak_comfortable_rps_ = std::max(peak_comfortable_rps_, open_requests_ / 60.0);
     }
     const size_t keep = size_t(o_.history_days) * 1440;
     if (series_.size() > keep) series_.erase(series_.begin(), series_.end() - int64_t(keep));
@@ -264,11 +299,10 @@ void ForecastTier::update_prewarm_locked() {
         const double base = std::max({current, 0.05 * peak, 1.0 / 60.0});
         p.current_rps = current;
         p.threshold_rps = o_.rise_factor * base;
-        for (size_t i = 0; i < forecast_.size(); ++i) {
-            const int64_t lead = forecast_from_ + int64_t(i) - series_end_;
-            if (lead < 0) continue;
-            if (lead > o_.lead_minutes) break;
-            if (forecast_[i] < p.threshold_rps) continue;
+        for (int64_t lead = 0; lead <= o_.lead_minutes; ++lead) {
+            const double v = predicted_at(forecast_, forecast_from_, series_end_, lead);
+            if (!std::isfinite(v)) break;
+            if (v < p.threshold_rps) continue;
             // Progressive: low in the first third of the lead, medium in the second, high
             // in the last.
             const double third = double(o_.lead_minutes) / 3.0;
@@ -276,7 +310,7 @@ void ForecastTier::update_prewarm_locked() {
                       : double(lead) <= 2 * third ? WarmLevel::kMedium
                                                   : WarmLevel::kLow;
             p.lead_minutes = double(lead);
-            p.predicted_rps = forecast_[i];
+            p.predicted_rps = v;
             break;
         }
     }
@@ -288,15 +322,7 @@ Prewarm ForecastTier::prewarm() const {
     return prewarm_;
 }
 
-namespace {
-
-// The predicted rate `ahead` minutes after the open minute; NaN past the forecast.
-double predicted_at(const std::vector<double>& f, int64_t from, int64_t open, int64_t ahead) {
-    const int64_t i = open + ahead - from;
-    return i >= 0 && i < int64_t(f.size()) ? f[size_t(i)] : std::nan("");
-}
-
-}  // namespace
+namespace {}  // namespace
 
 nlohmann::json ForecastTier::report(int64_t now_ms) const {
     std::lock_guard<std::mutex> lock(mu_);

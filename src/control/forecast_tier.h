@@ -84,7 +84,8 @@ class ForecastTier {
 
   private:
     ForecastTier(const ForecastOptions& o, int64_t now_ms);
-    void close_minutes(StateDb& db, int64_t minute);  // up to `minute`, exclusive
+    // Closes the open minute and the ones `between` it and `minute` (their arrivals).
+    void close_minutes(StateDb& db, int64_t minute, const std::vector<double>& between);
     void worker();
     void fit(const RateSeries& s, int64_t minute);  // without the lock
     void update_prewarm_locked();
@@ -97,6 +98,8 @@ class ForecastTier {
     RateSeries series_;            // rps per minute, contiguous
     int64_t series_end_ = 0;       // the minute after the last in series_
     RateMinute open_{};            // the minute being counted
+    double open_requests_ = 0;     // its arrivals (a share of a tick's when ticks span minutes)
+    int64_t last_clock_ms_ = 0;    // the forecast clock at the last observation
     int64_t last_submitted_ = -1;  // -1: not seen yet
     bool clock_back_logged_ = false;
     bool pending_ = false, busy_ = false, stop_ = false;
