@@ -26,7 +26,7 @@ expect_eq "and serves" "$(curl -s -o /dev/null -w '%{http_code}' "$(URL /v1/comp
 start_server "$TMP/full.log" --warmup full || exit 1
 expect_in "--warmup full faults in the KV pool" "KV pool faulted in" "$TMP/full.log"
 
-start_server "$TMP/s.log" --max-num-seqs 2 --warm-seconds-per-request 0.2 || exit 1
+start_server "$TMP/s.log" --max-num-seqs 2 --warm-seconds-per-request 0.05 || exit 1
 expect_eq "cold at start" "$(metric pagoda_warm_level)" "0"
 expect_eq "a bad level is a 400" "$(req POST /admin/warmup '{"level": "warm"}')" "400"
 expect_in "naming the levels" "off, low, medium, high" "$TMP/body"
@@ -40,17 +40,35 @@ expect_eq "the manual level ends after its duration" "$(req GET /admin/warmup >/
 spin2=$(metric pagoda_warmup_cpu_seconds_total)
 sleep 1
 expect_eq "off costs no CPU idle" "$(metric pagoda_warmup_cpu_seconds_total)" "$spin2"
-"$BIN" bench --url "$(URL "")" --concurrency 16 --duration 4s --requests 5000 --input-len 16 \
-    --output-len 32 >"$TMP/bench.log" 2>&1 &
+# The burst preset (50 -> 300 -> 50 requests/s, scaled by 0.3 and stretched to 12 s) against
+# two sequences at a time: the queue passes 5 within the second phase.
+"$BIN" bench --url "$(URL "")" --preset burst --scale 0.3 --duration 12s --no-progress \
+    >"$TMP/bench.log" 2>&1 &
 LOAD=$!
-raised=no
-for _ in $(seq 40); do
-    if [ "$(metric pagoda_warm_level)" != "0" ]; then raised=yes; break; fi
-    sleep 0.1
-done
-expect_eq "a queue above the thresholds raises the level (within a tick)" "$raised" "yes"
+python3 - "$(URL /metrics)" >"$TMP/rise.txt" <<'PY'
+import sys, time, urllib.request
+url, samples, t0 = sys.argv[1], [], time.time()
+def gauge(text, name):
+    return next((float(l.split()[-1]) for l in text.splitlines() if l.startswith(name)), 0.0)
+while time.time() - t0 < 14:
+    text = urllib.request.urlopen(url).read().decode()
+    samples.append((time.time(), gauge(text, "vllm:num_requests_waiting"), gauge(text, "pagoda_warm_level")))
+    if samples[-1][2] > 0: break
+    time.sleep(0.05)
+t_warm = samples[-1][0] if samples[-1][2] > 0 else None
+# The tick reads the queue once a second: the level must be up before the queue has stayed
+# above 5 for a whole tick (plus scrape slack) without it.
+deep_since, late = None, False
+for t, waiting, level in samples:
+    if level > 0: break
+    deep_since = (deep_since or t) if waiting > 5 else None
+    if deep_since is not None and t - deep_since > 1.2: late = True
+print("yes" if t_warm else "no", "late" if late else "within")
+PY
+expect_eq "the burst preset raises the level" "$(cut -d' ' -f1 "$TMP/rise.txt")" "yes"
+expect_eq "within one evaluation period (the 1 s tick) of a deep queue" "$(cut -d' ' -f2 "$TMP/rise.txt")" "within"
 wait "$LOAD"
-for _ in $(seq 100); do [ "$(metric pagoda_warm_level)" == "0" ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ "$(metric pagoda_warm_level)" == "0" ] && break; sleep 0.1; done
 expect_eq "it decays after its window" "$(metric pagoda_warm_level)" "0"
 curl -s "$(URL '/admin/events?kind=warm_level&limit=50')" >"$TMP/ev"
 expect_eq "level changes are audited with their reason" "$(jq_ 'any(e["detail"]["reason"].startswith("queue ") for e in d["events"]) and any(e["detail"]["reason"] == "window ended" for e in d["events"])' <"$TMP/ev")" "True"

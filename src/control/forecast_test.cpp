@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
+
+#include "control/forecast_tier.h"
 
 namespace pagoda::control {
 namespace {
@@ -96,6 +99,88 @@ TEST(Forecast, LstmTrainingReducesLossAndIsDeterministic) {
     ASSERT_TRUE(c.ok());
     EXPECT_NE(*(*c)->forecast(s, 30), *fa);
     EXPECT_FALSE(train_lstm(RateSeries(10, 1.0), LstmOptions{}).ok());
+}
+
+// A state database in a fresh directory, with `minutes` of history: 3 requests a minute at
+// night, 60 from 08:00 to 18:00, starting at minute `first` (a multiple of 1440).
+std::unique_ptr<StateDb> db_with_history(const std::string& name, int64_t first, int64_t minutes) {
+    const std::string dir = ::testing::TempDir() + "/forecast_" + name;
+    std::filesystem::remove_all(dir);
+    auto db = StateDb::open(dir);
+    EXPECT_TRUE(db.ok());
+    std::vector<RateMinute> rows;
+    for (int64_t m = first; m < first + minutes; ++m) {
+        const int64_t hour = (m % kDay) / 60;
+        rows.push_back({m, hour >= 8 && hour < 18 ? 60 : 3, 0, 0, 0});
+    }
+    if (!rows.empty()) {
+        EXPECT_TRUE((*db)->put_rate_minutes(rows).ok());
+    }
+    return std::move(db).value();
+}
+
+constexpr int64_t kFirst = 29'923'200;  // 2026-11-23 00:00 UTC, in minutes
+constexpr int64_t kMinMs = 60'000;
+
+TEST(ForecastTier, PrewarmsAheadOfTheMorningRise) {
+    auto db = db_with_history("rise", kFirst, 3 * kDay + 7 * 60 + 40);  // to day 4, 07:40
+    ForecastOptions o;
+    o.clock_start_ms = (kFirst + 3 * kDay + 7 * 60 + 40) * kMinMs;  // day 4, 07:40
+    const int64_t t0 = 1'000'000;
+    auto tier = ForecastTier::open(*db, o, t0);
+    ASSERT_TRUE(tier.ok()) << tier.error().message;
+    (*tier)->wait_idle();
+    EXPECT_EQ((*tier)->prewarm().level, WarmLevel::kOff);  // the rise is 20 minutes away
+    (*tier)->observe(*db, t0, 0, 0, {});
+    (*tier)->observe(*db, t0 + 10 * kMinMs, 0, 0, {});  // 07:50: the rise is 10 minutes away
+    (*tier)->wait_idle();
+    const Prewarm p = (*tier)->prewarm();
+    EXPECT_NE(p.level, WarmLevel::kOff);
+    EXPECT_GE(p.lead_minutes, 5);
+    EXPECT_LE(p.lead_minutes, 12);
+    EXPECT_GT(p.predicted_rps, p.threshold_rps);
+    const auto r = (*tier)->report(t0 + 10 * kMinMs);
+    EXPECT_EQ(r["mode"], "predictive");
+    EXPECT_FALSE(r["model"].is_null());
+    EXPECT_EQ(r["forecast"].size(), 30u);
+    EXPECT_NE((*tier)->metrics_text("m").find("pagoda_forecast_requests_per_second{"),
+              std::string::npos);
+}
+
+TEST(ForecastTier, ReactiveOnlyWithoutHistoryAndCorruptHistoryRefused) {
+    auto db = db_with_history("empty", kFirst, 0);
+    auto tier = ForecastTier::open(*db, ForecastOptions{}, 1'000'000);
+    ASSERT_TRUE(tier.ok());
+    (*tier)->wait_idle();
+    EXPECT_EQ((*tier)->report(1'000'000)["model"], nullptr);
+    EXPECT_EQ((*tier)->prewarm().level, WarmLevel::kOff);
+    auto bad = db_with_history("corrupt", kFirst, kDay);
+    ASSERT_TRUE(bad->put_rate_minutes({{kFirst + 5, -1, 0, 0, 0}}).ok());
+    ForecastOptions o;
+    o.clock_start_ms = (kFirst + kDay) * kMinMs;
+    auto t = ForecastTier::open(*bad, o, 1'000'000);
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.error().message.find("negative count"), std::string::npos);
+    o.rise_factor = 1.0;
+    EXPECT_FALSE(ForecastTier::open(*db, o, 1'000'000).ok());
+}
+
+TEST(ForecastTier, ArrivalsSpreadOverTheMinutesATickSpans) {
+    auto db = db_with_history("spread", kFirst, 0);
+    ForecastOptions o;
+    o.clock_scale = 120;  // a minute lasts half a second
+    o.clock_start_ms = kFirst * kMinMs;
+    auto tier = ForecastTier::open(*db, o, 0);
+    ASSERT_TRUE(tier.ok());
+    (*tier)->observe(*db, 0, 1000, 0, {});
+    (*tier)->observe(*db, 1000, 1120, 0, {});  // two minutes later, 120 arrivals
+    (*tier)->observe(*db, 1600, 1120, 0, {});
+    auto rows = db->rate_minutes(kFirst, kFirst + 10);
+    ASSERT_TRUE(rows.ok());
+    ASSERT_EQ(rows->size(), 3u);
+    EXPECT_EQ((*rows)[0].requests, 60);
+    EXPECT_EQ((*rows)[1].requests, 60);
+    EXPECT_EQ((*rows)[2].requests, 0);
 }
 
 }  // namespace
