@@ -1,34 +1,37 @@
 #!/usr/bin/env bash
-# Does warming delay real requests? (issue 15, acceptance 3.) Runs the `burst` preset
-# (stretched to DURATION, scaled by SCALE) against `pagoda serve` with the dynamic warm tier
-# on and off, alternating REPS times, and prints per run the queue time of real requests
-# (pagoda_request_stage_seconds{stage="queue"}, mean over the run), TTFT p50/p99 and the
-# highest warm level seen; then the medians per mode.
-#   scripts/perf-warm-overhead.sh [MODEL] [REPS] [DURATION] [SCALE] [MAX_NUM_SEQS]
-#   default: the bundled model, 3, 40s, 0.2, 2
+# Does warming delay real requests? (issue 15, acceptance 3.) Poisson traffic at RATE
+# requests/s (64-token prompts, 16 output tokens) for DURATION against `pagoda serve`, with
+# the warm level held at `high` (the idle spin for the whole run: the most warming there
+# is) and with warming off, alternating REPS times. Prints per run the queue time of real
+# requests (pagoda_request_stage_seconds{stage="queue"}, mean over the run), TTFT p50/p99,
+# and the warm level seen; then the medians per mode.
+#   scripts/perf-warm-overhead.sh [MODEL] [REPS] [DURATION] [RATE] [MAX_NUM_SEQS]
+#   default: the bundled model, 3, 20s, 10, 4
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/apps/pagoda
 MODEL=${1:-models/stories260K.gguf}
 REPS=${2:-3}
-DURATION=${3:-40s}
-SCALE=${4:-0.2}
-SEQS=${5:-2}
+DURATION=${3:-20s}
+RATE=${4:-10}
+SEQS=${5:-4}
 OUT=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$OUT"' EXIT
 run() {  # MODE (on|off) REP
-    local flag=--dynamic-warmup
-    [ "$1" == off ] && flag=--no-dynamic-warmup
     "$BIN" serve -m "$MODEL" --port 0 --state-dir "$OUT/state-$1-$2" --max-num-seqs "$SEQS" \
-        --block-size-policy static --no-forecast "$flag" 2>"$OUT/serve.log" &
+        --block-size-policy static --no-forecast --no-dynamic-warmup 2>"$OUT/serve.log" &
     local pid=$! port=""
     for _ in $(seq 600); do
         port=$(grep -o 'listening url=http://127.0.0.1:[0-9]*' "$OUT/serve.log" | head -1 | sed 's/.*://' || true)
         [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break
         sleep 0.2
     done
-    "$BIN" bench --url "http://127.0.0.1:$port" --preset burst --scale "$SCALE" \
-        --duration "$DURATION" --no-progress --json "$OUT/r-$1-$2.json" >/dev/null 2>&1 || true
+    if [ "$1" == on ]; then
+        curl -s -X POST "http://127.0.0.1:$port/admin/warmup" -H 'Content-Type: application/json' \
+            -d '{"level": "high", "duration": "1h"}' >/dev/null
+    fi
+    "$BIN" bench --url "http://127.0.0.1:$port" --rate "$RATE" --duration "$DURATION" \
+        --input-len 64 --output-len 16 --no-progress --json "$OUT/r-$1-$2.json" >/dev/null 2>&1 || true
     kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 for rep in $(seq "$REPS"); do
@@ -48,7 +51,7 @@ for rep in range(1, reps + 1):
         row = (queue_ms, d["ttft_ms"]["p50"], d["ttft_ms"]["p99"], warm, d["requests"]["completed"])
         rows[mode].append(row)
         print(f"rep {rep} warm {mode:3}: queue mean {row[0]:8.1f} ms  TTFT p50 {row[1]:8.1f} ms  "
-              f"p99 {row[2]:8.1f} ms  highest warm level {row[3]:.0f}  completed {row[4]}")
+              f"p99 {row[2]:8.1f} ms  warm level {row[3]:.0f}  completed {row[4]}")
 for mode in ("on", "off"):
     r = rows[mode]
     print(f"median warm {mode:3}: queue mean {statistics.median(x[0] for x in r):8.1f} ms  "
