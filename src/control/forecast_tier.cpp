@@ -295,7 +295,9 @@ void ForecastTier::update_prewarm_locked() {
         const double peak = *std::max_element(series_.begin(), series_.end());
         const size_t k = std::min<size_t>(kCurrentMinutes, series_.size());
         double current = 0;
-        for (size_t i = series_.size() - k; i < series_.size(); ++i) current += series_[i] / k;
+        for (size_t i = series_.size() - k; i < series_.size(); ++i) {
+            current += series_[i] / double(k);
+        }
         const double base = std::max({current, 0.05 * peak, 1.0 / 60.0});
         p.current_rps = current;
         p.threshold_rps = o_.rise_factor * base;
