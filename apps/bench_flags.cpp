@@ -54,15 +54,17 @@ Status apply_time_window(const std::string& w, Arrival& a) {
 // --speed, --rate-scale, --length-scale, --on-overlong and --time-window: trace replays only.
 Status apply_trace_flags(const BenchFlags& f, Scenario& s) {
     const bool given = f.speed != 1 || f.rate_scale != 1 || f.length_scale != 1 ||
-                       !f.on_overlong.empty() || !f.time_window.empty();
+                       !f.on_overlong.empty() || !f.time_window.empty() || !f.trace_model.empty();
     if (!given) return ok_status();
     if (s.arrival.kind != Arrival::Kind::kTrace) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "--speed, --rate-scale, --length-scale, --on-overlong and --time-window "
-                          "apply to trace replays (--trace FILE, or a scenario with process = "
-                          "\"trace\")");
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "--speed, --rate-scale, --length-scale, --on-overlong, --time-window and "
+            "--trace-model apply to trace replays (--trace FILE, or a scenario with process = "
+            "\"trace\")");
     }
     if (!f.time_window.empty()) PAGODA_TRY(apply_time_window(f.time_window, s.arrival));
+    s.arrival.trace_model = f.trace_model;
     s.arrival.trace_speed *= f.speed;
     s.arrival.trace_rate_scale *= f.rate_scale;
     s.arrival.trace_length_scale *= f.length_scale;
@@ -196,8 +198,9 @@ void add_load_flags(CLI::App* c, BenchFlags& f) {
     c->add_option("--scenario", f.scenario_file, "TOML scenario file (see docs/bench.md)");
     c->add_option("--preset", f.preset_name, "Built-in scenario: " + preset_help());
     c->add_option("--trace", f.trace,
-                  "Replay a trace: JSONL lines of {\"timestamp\": seconds, \"input_len\", "
-                  "\"output_len\"[, \"prompt\", \"class\"]} (docs/bench.md)")
+                  "Replay a trace: Pagoda JSONL ({\"timestamp\": seconds, \"input_len\", "
+                  "\"output_len\"[, \"prompt\", \"class\"]}), Mooncake JSONL, an Azure LLM "
+                  "inference CSV or a BurstGPT CSV, detected from the first line (docs/bench.md)")
         ->check(CLI::ExistingFile);
     c->add_option("--speed", f.speed,
                   "Trace replay: compress wall time by this factor (pair with pagoda serve "
@@ -210,6 +213,8 @@ void add_load_flags(CLI::App* c, BenchFlags& f) {
                   "Trace replay: multiply prompt and output lengths (a 14k-token trace on a 2k "
                   "model: 0.1)")
         ->check(CLI::PositiveNumber);
+    c->add_option("--trace-model", f.trace_model,
+                  "Trace replay of a BurstGPT CSV: only the rows of this Model (e.g. ChatGPT)");
     c->add_option("--time-window", f.time_window,
                   "Trace replay: only the requests FROM-TO after the trace's first (trace time, "
                   "e.g. 10m-40m or 7d5h-7d9h); the replay starts at FROM");

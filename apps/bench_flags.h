@@ -22,6 +22,7 @@ struct BenchFlags {
     std::string trace;  // --trace FILE
     double speed = 1, rate_scale = 1, length_scale = 1;
     std::string on_overlong;  // error | skip | clamp; empty = the scenario's (error)
+    std::string trace_model;  // BurstGPT: only this Model's rows
     std::string time_window;  // "10m-40m", "7d5h-7d9h", "2h-": trace time after the first request
     double rate = 0;
     int concurrency = 0;

@@ -317,7 +317,9 @@ int run_bench(const BenchFlags& f) {
                                         : a.on_overlong == Arrival::Overlong::kClamp ? "clamp"
                                                                                      : "error"},
                         {"skipped", p.overlong_skipped},
-                        {"clamped", p.overlong_clamped}};
+                        {"clamped", p.overlong_clamped},
+                        {"time_window_s", {a.trace_window_from_s, a.trace_window_to_s}},
+                        {"model_filter", a.trace_model}};
     }
     if (f.repeat > 1) out["runs"] = current;
     if (!f.save_baseline.empty()) {
@@ -576,6 +578,7 @@ void add_bench(CLI::App& app, std::function<int()>& action) {
         f.no_record = true;
         action = [] { return run_sweep(f); };
     });
+    add_trace_stats(c, action);
 }
 
 }  // namespace pagoda::app

@@ -236,6 +236,7 @@ std::string Scenario::hash() const {
     if (arrival.trace_window_from_s > 0 || arrival.trace_window_to_s > 0) {
         s += fmt::format("|{}-{}", arrival.trace_window_from_s, arrival.trace_window_to_s);
     }
+    if (!arrival.trace_model.empty()) s += "|model=" + arrival.trace_model;
     for (const auto& p : arrival.phases)
         s += fmt::format("p{},{},{},{}|", int(p.process), p.rate, p.burstiness, p.duration_s);
     auto dist = [](const LengthDist& d) {

@@ -62,6 +62,7 @@ struct Arrival {
     // --time-window: replay only [from, to) seconds after the trace's first timestamp
     // (trace time, before --speed); the replay starts at `from`. to <= 0: to the end.
     double trace_window_from_s = 0, trace_window_to_s = 0;
+    std::string trace_model;  // BurstGPT: keep only rows of this Model (--trace-model)
     // Requests longer than the server's context: refuse the run (error), leave them out
     // (skip), or shorten the prompt keeping the output (clamp).
     enum class Overlong { kError, kSkip, kClamp };

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+
+#include "bench/trace_formats.h"
 
 namespace pagoda::bench {
 
@@ -74,72 +77,34 @@ std::vector<double> arrival_times(const std::vector<Phase>& phases, double horiz
 namespace {
 
 Result<std::vector<PlannedRequest>> read_trace(const Scenario& s) {
-    std::ifstream in(s.arrival.trace);
-    if (!in)
-        return make_error(ErrorCode::kNotFound, "cannot open trace file '{}'", s.arrival.trace);
+    const Arrival& a = s.arrival;
+    PAGODA_ASSIGN_OR_RETURN(Trace t, read_trace_file(a.trace, TraceReadOptions{a.trace_model}));
     std::vector<PlannedRequest> plan;
-    std::string line;
-    int lineno = 0;
-    double t0 = NAN;
-    while (std::getline(in, line)) {
-        ++lineno;
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        auto where = [&](const std::string& why) {
-            return make_error(ErrorCode::kInvalidFile, "{}:{}: {}", s.arrival.trace, lineno, why);
-        };
-        json j = json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object()) return where("not a JSON object");
+    const double t0 = t.records.front().ts_s;
+    auto scaled = [k = a.trace_length_scale](int64_t n) {
+        return k == 1 ? n : std::max<int64_t>(1, std::llround(double(n) * k));
+    };
+    for (TraceRecord& rec : t.records) {
+        if (rec.ts_s - t0 < a.trace_window_from_s) continue;
+        if (a.trace_window_to_s > 0 && rec.ts_s - t0 >= a.trace_window_to_s) break;
         PlannedRequest r;
-        double ts;
-        if (j.contains("timestamp") && j["timestamp"].is_number()) {
-            ts = j["timestamp"].get<double>();
-        } else if (j.contains("timestamp_ms") && j["timestamp_ms"].is_number()) {
-            ts = j["timestamp_ms"].get<double>() / 1000;
-        } else {
-            return where("needs \"timestamp\" (seconds) or \"timestamp_ms\" as a number");
-        }
-        if (std::isnan(t0)) t0 = ts;
-        if (ts < t0) return where("timestamps must not go backwards");
-        const Arrival& a = s.arrival;
-        if (ts - t0 < a.trace_window_from_s) continue;
-        if (a.trace_window_to_s > 0 && ts - t0 >= a.trace_window_to_s) break;
-        r.at_s = (ts - t0 - a.trace_window_from_s) / (a.trace_speed * a.trace_rate_scale);
-        if (!plan.empty() && r.at_s < plan.back().at_s) return where("timestamps must be in order");
-        if (j.contains("prompt")) {
-            if (!j["prompt"].is_string()) return where("\"prompt\" must be a string");
-            r.prompt = j["prompt"].get<std::string>();
-            r.has_prompt = true;
-        }
-        if (j.contains("input_len")) {
-            if (!j["input_len"].is_number_integer() || j["input_len"].get<int64_t>() < 1)
-                return where("\"input_len\" must be an integer >= 1");
-            r.input_len = j["input_len"].get<int64_t>();
-        } else if (!r.has_prompt) {
-            return where("needs \"input_len\" or \"prompt\"");
-        }
-        if (!j.contains("output_len") || !j["output_len"].is_number_integer() ||
-            j["output_len"].get<int64_t>() < 1) {
-            return where("needs \"output_len\" as an integer >= 1");
-        }
-        r.output_len = j["output_len"].get<int64_t>();
-        if (const double k = s.arrival.trace_length_scale; k != 1) {
-            auto scaled = [k](int64_t n) {
-                return std::max<int64_t>(1, std::llround(double(n) * k));
-            };
-            r.output_len = scaled(r.output_len);
-            if (r.input_len > 0) {
-                r.input_len = scaled(r.input_len);
-                r.has_prompt = false;  // a prompt of the scaled length is synthesised
-                r.prompt.clear();
-            }
-        }
-        if (j.contains("class")) {
-            if (!j["class"].is_string()) return where("\"class\" must be a string");
-            auto name = j["class"].get<std::string>();
+        r.at_s = (rec.ts_s - t0 - a.trace_window_from_s) / (a.trace_speed * a.trace_rate_scale);
+        r.output_len = scaled(rec.output_len);
+        r.input_len = rec.input_len > 0 ? scaled(rec.input_len) : 0;
+        // A prompt given as text stays, unless the lengths are scaled: then one of the
+        // scaled length is synthesised.
+        r.has_prompt = rec.has_prompt && (a.trace_length_scale == 1 || rec.input_len == 0);
+        if (r.has_prompt) r.prompt = std::move(rec.prompt);
+        r.prefix_blocks = std::move(rec.hash_ids);
+        r.block_tokens = scaled(t.block_tokens);
+        if (!rec.klass.empty()) {
             auto it = std::find_if(s.classes.begin(), s.classes.end(),
-                                   [&](const auto& c) { return c.name == name; });
-            if (it == s.classes.end())
-                return where(fmt::format("class '{}' is not defined in the scenario", name));
+                                   [&](const auto& c) { return c.name == rec.klass; });
+            if (it == s.classes.end()) {
+                return make_error(ErrorCode::kInvalidFile,
+                                  "{}:{}: class '{}' is not defined in the scenario", a.trace,
+                                  rec.line, rec.klass);
+            }
             r.klass = int(it - s.classes.begin());
         }
         plan.push_back(std::move(r));
@@ -150,11 +115,9 @@ Result<std::vector<PlannedRequest>> read_trace(const Scenario& s) {
         }
     }
     if (plan.empty()) {
-        return make_error(ErrorCode::kInvalidFile, "{}: no requests in the trace{}",
-                          s.arrival.trace,
-                          s.arrival.trace_window_from_s > 0 || s.arrival.trace_window_to_s > 0
-                              ? " within --time-window"
-                              : "");
+        return make_error(
+            ErrorCode::kInvalidFile, "{}: no requests in the trace{}", a.trace,
+            a.trace_window_from_s > 0 || a.trace_window_to_s > 0 ? " within --time-window" : "");
     }
     return plan;
 }
@@ -297,6 +260,38 @@ Result<PromptBuilder::Built> PromptBuilder::build(int64_t target, uint64_t varia
     return Built{std::move(text), c};
 }
 
+namespace {
+
+// A prompt made of one text per prefix block (the same id, the same text, so requests that
+// share blocks share a prefix), the last block cut to what the input length leaves.
+Status build_prefixed(PlannedRequest& r, PromptBuilder& builder,
+                      std::map<int64_t, std::string>& block_text) {
+    std::string text;
+    int64_t left = r.input_len;
+    for (size_t b = 0; b < r.prefix_blocks.size() && left > 0; ++b) {
+        const int64_t id = r.prefix_blocks[b];
+        const int64_t want = std::min(left, r.block_tokens);
+        if (want == r.block_tokens) {
+            auto it = block_text.find(id);
+            if (it == block_text.end()) {
+                PAGODA_ASSIGN_OR_RETURN(
+                    auto built, builder.build(r.block_tokens, 0x6d6f6f6eull + uint64_t(id)));
+                it = block_text.emplace(id, std::move(built.text)).first;
+            }
+            text += it->second + " ";
+        } else {
+            PAGODA_ASSIGN_OR_RETURN(auto built, builder.build(want, 0x7461696cull + uint64_t(id)));
+            text += built.text;
+        }
+        left -= want;
+    }
+    r.prompt = std::move(text);
+    r.has_prompt = true;
+    return ok_status();
+}
+
+}  // namespace
+
 Status fill_prompts(const Scenario& s, std::vector<PlannedRequest>& plan, PromptBuilder& builder,
                     const std::function<void(size_t, size_t)>& progress, int64_t* exact_count,
                     uint64_t variant_base) {
@@ -307,6 +302,7 @@ Status fill_prompts(const Scenario& s, std::vector<PlannedRequest>& plan, Prompt
         }
     }
     std::mt19937_64 rng(s.seed ^ 0xda7a5e7ull);
+    std::map<int64_t, std::string> block_text;  // Mooncake: one text per hash id
     int64_t exact = 0;
     for (size_t i = 0; i < plan.size(); ++i) {
         PlannedRequest& r = plan[i];
@@ -317,6 +313,10 @@ Status fill_prompts(const Scenario& s, std::vector<PlannedRequest>& plan, Prompt
             r.has_prompt = true;
             r.input_len = 0;  // unknown until the server reports usage
             if (e.output_len > 0) r.output_len = e.output_len;
+        }
+        if (!r.has_prompt && !r.prefix_blocks.empty()) {
+            PAGODA_TRY(build_prefixed(r, builder, block_text));
+            if (r.input_len > 0) ++exact;
         }
         if (!r.has_prompt) {
             PAGODA_ASSIGN_OR_RETURN(

@@ -21,6 +21,10 @@ struct PlannedRequest {
     int64_t output_len = 0;  // max_tokens, with ignore_eos
     std::string prompt;      // filled by fill_prompts() unless given by a dataset or trace
     bool has_prompt = false;
+    // Mooncake traces: the prompt's blocks by hash id (equal ids, equal text), each
+    // `block_tokens` long; fill_prompts() builds the prompt from them.
+    std::vector<int64_t> prefix_blocks;
+    int64_t block_tokens = 0;
 };
 
 // Draws one length. Deterministic for a given generator state.
