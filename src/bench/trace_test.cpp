@@ -11,21 +11,24 @@
 namespace pagoda::bench {
 namespace {
 
-TEST(Trace, SpeedRateAndLengthScalesAndScaleApplyToTraces) {
-    const std::string path = ::testing::TempDir() + "/pagoda_trace_test.jsonl";
-    {
-        std::FILE* f = std::fopen(path.c_str(), "w");
-        std::fputs(
-            "{\"timestamp\": 100, \"input_len\": 1000, \"output_len\": 10}\n"
-            "{\"timestamp\": 104, \"input_len\": 14000, \"output_len\": 300}\n"
-            "{\"timestamp\": 108, \"prompt\": \"hello\", \"output_len\": 1}\n",
-            f);
-        std::fclose(f);
-    }
+// A trace scenario over `text`, written to a file named `name` in the test directory.
+Scenario trace_scenario(const std::string& name, const char* text) {
+    const std::string path = ::testing::TempDir() + "/" + name;
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(text, f);
+    std::fclose(f);
     Scenario s;
     s.arrival.kind = Arrival::Kind::kTrace;
     s.arrival.trace = path;
     s.classes = {RequestClass{}};
+    return s;
+}
+
+TEST(Trace, SpeedRateAndLengthScalesAndScaleApplyToTraces) {
+    Scenario s = trace_scenario("pagoda_trace_test.jsonl",
+                                "{\"timestamp\": 100, \"input_len\": 1000, \"output_len\": 10}\n"
+                                "{\"timestamp\": 104, \"input_len\": 14000, \"output_len\": 300}\n"
+                                "{\"timestamp\": 108, \"prompt\": \"hello\", \"output_len\": 1}\n");
     s.arrival.trace_speed = 2;
     s.arrival.trace_rate_scale = 2;
     s.arrival.trace_length_scale = 0.1;
@@ -132,23 +135,14 @@ TEST(TraceFormats, BadInputNamesFileLineAndProblem) {
 }
 
 TEST(TraceFormats, MooncakePromptsShareTheirPrefixBlocks) {
-    const std::string path = ::testing::TempDir() + "/pagoda_mooncake.jsonl";
-    {
-        std::FILE* f = std::fopen(path.c_str(), "w");
-        std::fputs(
-            "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 10, \"hash_ids\": [1, "
-            "2, 3]}\n"
-            "{\"timestamp\": 1000, \"input_length\": 1030, \"output_length\": 5, \"hash_ids\": [1, "
-            "2, 9]}\n"
-            "{\"timestamp\": 2000, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [7, "
-            "8]}\n",
-            f);
-        std::fclose(f);
-    }
-    Scenario s;
-    s.arrival.kind = Arrival::Kind::kTrace;
-    s.arrival.trace = path;
-    s.classes = {RequestClass{}};
+    Scenario s = trace_scenario(
+        "pagoda_mooncake.jsonl",
+        "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 10, \"hash_ids\": [1, "
+        "2, 3]}\n"
+        "{\"timestamp\": 1000, \"input_length\": 1030, \"output_length\": 5, \"hash_ids\": [1, "
+        "2, 9]}\n"
+        "{\"timestamp\": 2000, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [7, "
+        "8]}\n");
     s.arrival.trace_length_scale = 0.1;  // blocks of 51 tokens
     auto plan = make_plan(s);
     ASSERT_TRUE(plan.ok()) << plan.error().message;
