@@ -58,6 +58,31 @@ Result<Trace> parse(const std::string& text, const std::string& model = "") {
     return parse_trace(in, "t", TraceReadOptions{model});
 }
 
+TEST(Trace, TimeWindowAndScalesOnACsvTrace) {
+    Scenario s = trace_scenario("pagoda_window.csv",
+                                "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                "2024-05-10 00:00:00,100,10\n"
+                                "2024-05-10 00:10:00,200,20\n"
+                                "2024-05-10 00:20:00,300,30\n"
+                                "2024-05-10 00:40:00,400,40\n");
+    s.arrival.trace_window_from_s = 600;  // 10m-30m
+    s.arrival.trace_window_to_s = 1800;
+    s.arrival.trace_speed = 10;
+    s.arrival.trace_length_scale = 0.5;
+    auto plan = make_plan(s);
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    ASSERT_EQ(plan->size(), 2u);
+    EXPECT_DOUBLE_EQ((*plan)[0].at_s, 0.0) << "the replay starts at the window";
+    EXPECT_DOUBLE_EQ((*plan)[1].at_s, 60.0) << "10 minutes at speed 10";
+    EXPECT_EQ((*plan)[1].input_len, 150);
+    EXPECT_EQ((*plan)[1].output_len, 15);
+    s.arrival.trace_window_from_s = 3000;
+    s.arrival.trace_window_to_s = 0;
+    auto empty = make_plan(s);
+    ASSERT_FALSE(empty.ok());
+    EXPECT_NE(empty.error().message.find("within --time-window"), std::string::npos);
+}
+
 TEST(TraceFormats, AzureCsv) {
     auto t = parse(
         "TIMESTAMP,ContextTokens,GeneratedTokens\n"
