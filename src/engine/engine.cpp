@@ -260,13 +260,17 @@ void Engine::spin_while_idle() {
         }
     }
     const auto start = Clock::now();
-    const double s = kernels::cpu::spin_pool([&] {
-        const auto now = Clock::now();
-        heartbeat_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
-        return intake_->signals.load(std::memory_order_acquire) != seen ||
-               now - start >= std::chrono::microseconds(idle_spin_us_.load());
-    });
+    double cpu = 0;
+    const double s = kernels::cpu::spin_pool(
+        [&] {
+            const auto now = Clock::now();
+            heartbeat_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+            return intake_->signals.load(std::memory_order_acquire) != seen ||
+                   now - start >= std::chrono::microseconds(idle_spin_us_.load());
+        },
+        &cpu);
     spin_s_.store(spin_s_.load() + s);
+    spin_cpu_s_.store(spin_cpu_s_.load() + cpu);
 }
 
 void Engine::publish(const scheduler::BatchPlan& plan, const StepTimings& t) {

@@ -115,6 +115,7 @@ class Engine {
         return std::chrono::microseconds(idle_spin_us_.load());
     }
     double idle_spin_seconds() const { return spin_s_.load(); }  // wall time spun, since start
+    double idle_spin_cpu_seconds() const { return spin_cpu_s_.load(); }  // CPU it took
     // `--warmup full`: faults in the whole KV pool before ready (no page faults on first
     // use). Call before serving: it reads the pool pointer outside the engine thread, which
     // only a KV re-layout changes. False where the kernel cannot (Linux < 5.14).
@@ -215,6 +216,7 @@ class Engine {
     std::atomic<double> tokens_per_second_{0.0};
     std::atomic<int64_t> idle_spin_us_{0};
     std::atomic<double> spin_s_{0.0};
+    std::atomic<double> spin_cpu_s_{0.0};
     Clock::time_point last_step_end_{};     // engine thread: for the idle wake-up penalty
     std::array<double, 16> forward_ema_{};  // engine thread: forward time by log2(tokens)
     std::atomic<int> kv_block_size_{0};

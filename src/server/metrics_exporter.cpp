@@ -173,8 +173,7 @@ void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSou
     w.histogram("pagoda_idle_wakeup_seconds", model, sh.idle_wakeup);
     w.family("pagoda_warmup_cpu_seconds_total", "counter",
              "CPU time the compute pool spent spinning warm between steps (warm levels).");
-    w.sample("pagoda_warmup_cpu_seconds_total", model,
-             src.engine.idle_spin_seconds() * kernels::cpu::num_threads());
+    w.sample("pagoda_warmup_cpu_seconds_total", model, src.engine.idle_spin_cpu_seconds());
     w.family("pagoda_http_output_seconds", "histogram",
              "I/O-thread time turning a batch of engine events into JSON or SSE chunks and "
              "queueing them.");

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "base/check.h"
@@ -337,12 +338,15 @@ inline void cpu_relax() {
 }
 }  // namespace
 
-double spin_pool(const std::function<bool()>& done) {
+double spin_pool(const std::function<bool()>& done, double* cpu_s) {
     adopt_num_threads();
     const auto t0 = std::chrono::steady_clock::now();
     std::atomic<bool> stop{false};
+    std::atomic<int64_t> cpu_ns{0};
 #pragma omp parallel
     {
+        timespec c0{}, c1{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
         // The spinners run at SCHED_IDLE: any other runnable thread (the HTTP I/O thread
         // with a new request, a load generator on the same host) preempts them at once, so
         // the spin only ever takes CPU nobody else wants. They yield between short spins too.
@@ -362,7 +366,11 @@ double spin_pool(const std::function<bool()>& done) {
         }
         const sched_param normal{};
         if (demoted) pthread_setschedparam(pthread_self(), SCHED_OTHER, &normal);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        cpu_ns.fetch_add(int64_t(c1.tv_sec - c0.tv_sec) * 1'000'000'000 +
+                         (c1.tv_nsec - c0.tv_nsec));
     }
+    if (cpu_s != nullptr) *cpu_s = double(cpu_ns.load()) / 1e9;
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

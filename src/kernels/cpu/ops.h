@@ -59,8 +59,10 @@ double measure_read_bandwidth(size_t bytes = size_t(256) << 20, int reps = 3);
 // `done()` returns true; thread 0, the caller, checks it about every 10 microseconds. A
 // halted CPU takes a while to come back (a VM's vCPU especially), and every parallel
 // region of a forward pass pays it after an idle pause: spinning between steps keeps the
-// pool awake for the next one. Returns the wall seconds spun (CPU = that x num_threads()).
-double spin_pool(const std::function<bool()>& done);
+// pool awake for the next one. Returns the wall seconds spun; `cpu_s`, when given, gets the
+// CPU seconds the pool's threads spent in it (less than wall x threads when other work
+// preempted the spinners).
+double spin_pool(const std::function<bool()>& done, double* cpu_s = nullptr);
 // Quantizes x[n] (n % 32 == 0) to int8 with one float scale per 32 values.
 void quantize_q8(const float* x, int n, int8_t* q, float* d);
 
