@@ -326,6 +326,19 @@ Prewarm ForecastTier::prewarm() const {
 
 namespace {}  // namespace
 
+double ForecastTier::peak_ahead_locked() const {
+    double peak = 0;
+    for (int64_t a = 0; a <= o_.lead_minutes; ++a) {
+        const double v = predicted_at(forecast_, forecast_from_, series_end_, a);
+        if (std::isfinite(v)) peak = std::max(peak, v);
+    }
+    return peak;
+}
+
+double ForecastTier::capacity_rps_locked() const {
+    return o_.replica_capacity_rps > 0 ? o_.replica_capacity_rps : peak_comfortable_rps_;
+}
+
 nlohmann::json ForecastTier::report(int64_t now_ms) const {
     std::lock_guard<std::mutex> lock(mu_);
     nlohmann::json models = nlohmann::json::array();
@@ -339,13 +352,7 @@ nlohmann::json ForecastTier::report(int64_t now_ms) const {
     for (size_t i = 0; i < forecast_.size(); ++i) {
         forecast.push_back({{"minute", forecast_from_ + int64_t(i)}, {"rps", forecast_[i]}});
     }
-    const double capacity =
-        o_.replica_capacity_rps > 0 ? o_.replica_capacity_rps : peak_comfortable_rps_;
-    double peak_ahead = 0;
-    for (int64_t a = 0; a <= o_.lead_minutes; ++a) {
-        const double v = predicted_at(forecast_, forecast_from_, series_end_, a);
-        if (std::isfinite(v)) peak_ahead = std::max(peak_ahead, v);
-    }
+    const double capacity = capacity_rps_locked();
     return {{"clock_ms", clock_ms(now_ms)},
             {"clock_scale", o_.clock_scale},
             {"minute", series_end_},
@@ -376,7 +383,7 @@ nlohmann::json ForecastTier::report(int64_t now_ms) const {
             {"capacity_source", o_.replica_capacity_rps > 0 ? "--replica-capacity-rps"
                                                             : "the history's busiest minute with "
                                                               "a shallow queue"},
-            {"recommended_replicas", recommended_replicas(peak_ahead, capacity)}};
+            {"recommended_replicas", recommended_replicas(peak_ahead_locked(), capacity)}};
 }
 
 int64_t recommended_replicas(double peak_rps, double capacity_rps) {
@@ -391,27 +398,20 @@ std::string ForecastTier::metrics_text(const std::string& model_name) const {
     w.family("pagoda_forecast_requests_per_second", "gauge",
              "Predicted arrival rate this many minutes ahead (the chosen forecaster; absent "
              "while none can forecast).");
-    double peak_ahead = 0;
     for (int64_t h : {5, 15, 30}) {
         const double v = predicted_at(forecast_, forecast_from_, series_end_, h);
         if (!std::isfinite(v)) continue;
         w.sample("pagoda_forecast_requests_per_second",
                  {{"model_name", model_name}, {"horizon", fmt::format("{}m", h)}}, v);
     }
-    for (int64_t a = 0; a <= o_.lead_minutes; ++a) {
-        const double v = predicted_at(forecast_, forecast_from_, series_end_, a);
-        if (std::isfinite(v)) peak_ahead = std::max(peak_ahead, v);
-    }
     w.family("pagoda_forecast_observed_requests_per_second", "gauge",
              "Arrival rate over the last 10 closed minutes of the forecast clock.");
     w.sample("pagoda_forecast_observed_requests_per_second", model, prewarm_.current_rps);
-    const double capacity =
-        o_.replica_capacity_rps > 0 ? o_.replica_capacity_rps : peak_comfortable_rps_;
     w.family("pagoda_forecast_recommended_replicas", "gauge",
              "Replicas the predicted peak of the pre-warm lead needs at this replica's capacity "
              "(for KEDA or an HPA on external metrics).");
     w.sample("pagoda_forecast_recommended_replicas", model,
-             double(recommended_replicas(peak_ahead, capacity)));
+             double(recommended_replicas(peak_ahead_locked(), capacity_rps_locked())));
     w.family("pagoda_forecast_backtest_mae", "gauge",
              "Mean absolute error (requests/s) of each forecaster on the rolling backtest.");
     for (const BacktestResult& r : ranking_) {

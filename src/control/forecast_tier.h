@@ -89,6 +89,8 @@ class ForecastTier {
     void worker();
     void fit(const RateSeries& s, int64_t minute);  // without the lock
     void update_prewarm_locked();
+    double peak_ahead_locked() const;    // the predicted peak within the lead; mu_ held
+    double capacity_rps_locked() const;  // one replica's capacity; mu_ held
 
     ForecastOptions o_;
     int64_t start_real_ms_, start_clock_ms_;
