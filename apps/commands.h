@@ -22,6 +22,8 @@ void add_tune(CLI::App& app, std::function<int()>& action);
 void add_rules(CLI::App& app, std::function<int()>& action);
 // `pagoda forecast import|backtest|show`.
 void add_forecast(CLI::App& app, std::function<int()>& action);
+// `pagoda router`.
+void add_router(CLI::App& app, std::function<int()>& action);
 // `pagoda bench trace-stats`, under the `bench` subcommand.
 void add_trace_stats(CLI::App* bench_cmd, std::function<int()>& action);
 // `pagoda sim predict`, under the `sim` subcommand.

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
     pagoda::app::add_tune(app, action);
     pagoda::app::add_rules(app, action);
     pagoda::app::add_forecast(app, action);
+    pagoda::app::add_router(app, action);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -72,8 +73,9 @@ int main(int argc, char** argv) {
                               : log_level == "warn" ? pagoda::LogLevel::kWarn
                                                     : pagoda::LogLevel::kError);
     } else {
-        pagoda::set_log_level(app.got_subcommand("serve") ? pagoda::LogLevel::kInfo
-                                                          : pagoda::LogLevel::kWarn);
+        pagoda::set_log_level(app.got_subcommand("serve") || app.got_subcommand("router")
+                                  ? pagoda::LogLevel::kInfo
+                                  : pagoda::LogLevel::kWarn);
     }
     return action ? action() : 0;
 }

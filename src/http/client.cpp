@@ -24,6 +24,7 @@ const char* client_error_kind_name(ClientError::Kind kind) {
         case ClientError::Kind::kTimeout: return "timeout";
         case ClientError::Kind::kIo: return "io";
         case ClientError::Kind::kProtocol: return "protocol";
+        case ClientError::Kind::kCancelled: return "cancelled";
     }
     return "io";
 }
@@ -69,6 +70,12 @@ Result<Url> parse_url(std::string_view url) {
     return u;
 }
 
+// The state of one request shared with its PendingCall; touched on the I/O thread only.
+struct CallState {
+    bool cancelled = false;
+    beast::tcp_stream* stream = nullptr;  // the connection the request is using now
+};
+
 struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     Url url;
     ClientOptions opts;
@@ -90,15 +97,17 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
         co_return s;
     }
 
-    asio::awaitable<void> run(ClientRequest req, ClientCallbacks cb) {
+    asio::awaitable<void> run(ClientRequest req, ClientCallbacks cb,
+                              std::shared_ptr<CallState> st) {
         ClientError err;
         bool failed = false;
         try {
+            if (st->cancelled) throw boost::system::system_error(asio::error::operation_aborted);
             bhttp::request<bhttp::string_body> hreq{bhttp::verb::get, url.base_path + req.path, 11};
             auto verb = bhttp::string_to_verb(req.method);
             hreq.method(verb == bhttp::verb::unknown ? bhttp::verb::get : verb);
             hreq.set(bhttp::field::host, url.host + ":" + url.port);
-            hreq.set(bhttp::field::user_agent, "pagoda-bench");
+            hreq.set(bhttp::field::user_agent, opts.user_agent);
             hreq.keep_alive(true);
             for (const auto& [k, v] : opts.headers) hreq.set(k, v);
             for (const auto& [k, v] : req.headers) hreq.set(k, v);
@@ -131,6 +140,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                         break;
                     }
                 }
+                if (st->cancelled)
+                    throw boost::system::system_error(asio::error::operation_aborted);
+                st->stream = s.get();
                 try {
                     parser.emplace();
                     parser->body_limit(boost::none);
@@ -167,7 +179,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                     size_t got = sizeof(tmp) - parser->get().body().size;
                     if (got > 0 && cb.on_body) cb.on_body(std::string_view(tmp, got));
                 }
-                if (parser->get().keep_alive()) {
+                st->stream = nullptr;
+                if (parser->get().keep_alive() && !st->cancelled) {
                     s->expires_never();
                     idle.push_back(std::move(s));
                 }
@@ -179,7 +192,10 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                                bhttp::make_error_code(bhttp::error::bad_version).category()
                            ? ClientError::Kind::kProtocol
                            : ClientError::Kind::kIo;
-            if (e.code() == beast::error::timeout) {
+            if (st->cancelled) {
+                err.kind = ClientError::Kind::kCancelled;
+                err.message = "cancelled";
+            } else if (e.code() == beast::error::timeout) {
                 err.message = fmt::format("no answer within {} s", opts.read_timeout_s);
             } else if (e.code() == bhttp::error::end_of_stream || e.code() == asio::error::eof ||
                        e.code() == asio::error::connection_reset) {
@@ -193,6 +209,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
             err.kind = ClientError::Kind::kProtocol;
             err.message = e.what();
         }
+        st->stream = nullptr;
         in_flight.fetch_sub(1, std::memory_order_relaxed);
         if (cb.on_done) cb.on_done(failed ? &err : nullptr);
     }
@@ -218,12 +235,42 @@ Result<std::unique_ptr<Client>> Client::create(std::string_view base_url, Client
 
 const Url& Client::url() const { return impl_->url; }
 
-void Client::start(ClientRequest req, ClientCallbacks cb) {
+namespace {
+
+class Pending final : public PendingCall {
+  public:
+    Pending(std::weak_ptr<Client::Impl> impl, std::shared_ptr<CallState> st)
+        : impl_(std::move(impl)), st_(std::move(st)) {}
+    void cancel() override;
+
+  private:
+    std::weak_ptr<Client::Impl> impl_;
+    std::shared_ptr<CallState> st_;
+};
+
+}  // namespace
+
+void Pending::cancel() {
+    auto impl = impl_.lock();
+    if (!impl) return;
+    asio::post(impl->ioc, [st = st_] {
+        st->cancelled = true;
+        if (st->stream != nullptr) {
+            boost::system::error_code ec;
+            st->stream->socket().shutdown(tcp::socket::shutdown_both, ec);
+            st->stream->socket().close(ec);
+        }
+    });
+}
+
+std::shared_ptr<PendingCall> Client::start(ClientRequest req, ClientCallbacks cb) {
     impl_->in_flight.fetch_add(1, std::memory_order_relaxed);
     Impl* impl = impl_.get();
-    asio::post(impl->ioc, [impl, req = std::move(req), cb = std::move(cb)]() mutable {
-        asio::co_spawn(impl->ioc, impl->run(std::move(req), std::move(cb)), asio::detached);
+    auto st = std::make_shared<CallState>();
+    asio::post(impl->ioc, [impl, st, req = std::move(req), cb = std::move(cb)]() mutable {
+        asio::co_spawn(impl->ioc, impl->run(std::move(req), std::move(cb), st), asio::detached);
     });
+    return std::make_shared<Pending>(impl_, st);
 }
 
 Result<ClientResponse> Client::fetch(ClientRequest req) {

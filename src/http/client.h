@@ -36,7 +36,7 @@ struct ClientRequest {
 };
 
 struct ClientError {
-    enum class Kind { kConnect, kTimeout, kIo, kProtocol };
+    enum class Kind { kConnect, kTimeout, kIo, kProtocol, kCancelled };
     Kind kind = Kind::kIo;
     std::string message;
 };
@@ -54,6 +54,7 @@ struct ClientCallbacks {
 };
 
 struct ClientOptions {
+    std::string user_agent = "pagoda-bench";
     double connect_timeout_s = 10;
     double read_timeout_s = 600;  // longest silence while waiting for bytes
     std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
@@ -64,6 +65,14 @@ struct ClientResponse {
     std::string body;
 };
 
+// A request in flight. cancel() aborts it: the connection is closed and on_done reports
+// kCancelled (unless the request had already finished). Thread-safe, idempotent.
+class PendingCall {
+  public:
+    virtual ~PendingCall() = default;
+    virtual void cancel() = 0;
+};
+
 class Client {
   public:
     ~Client();  // aborts what is in flight and joins the I/O thread
@@ -71,16 +80,17 @@ class Client {
                                                   ClientOptions opts = {});
     const Url& url() const;
     // Thread-safe; returns at once.
-    void start(ClientRequest req, ClientCallbacks cb);
+    std::shared_ptr<PendingCall> start(ClientRequest req, ClientCallbacks cb);
     // Blocking: the whole response. Must not be called from a callback.
     Result<ClientResponse> fetch(ClientRequest req);
     int64_t in_flight() const;
     int64_t connections_opened() const;
     int64_t retries() const;  // stale pooled connections retried on a fresh one (on_retry)
 
+    struct Impl;  // opaque (client.cpp)
+
   private:
     Client() = default;
-    struct Impl;
     std::shared_ptr<Impl> impl_;
 };
 

@@ -47,10 +47,12 @@ bool is_failure(FinishReason r) {
 // One choice of the response: prompt p's sample i is choice p * n + i.
 struct ChoiceState {
     std::string text;
-    std::string finish;       // OpenAI's finish_reason, once finished
-    std::string stop_reason;  // the stop string or token id that ended it
-    json logprobs;            // completions {tokens, ...} or chat {content: [...]}
-    bool role_sent = false;   // chat streams: the first delta carries the role
+    std::string finish;              // OpenAI's finish_reason, once finished
+    std::string stop_reason;         // the stop string or token id that ended it
+    json logprobs;                   // completions {tokens, ...} or chat {content: [...]}
+    bool role_sent = false;          // chat streams: the first delta carries the role
+    std::vector<int32_t> token_ids;  // return_token_ids
+    bool prompt_ids_sent = false;    // streams: the first chunk carries prompt_token_ids
     Clock::time_point last_token_time{};
 };
 
@@ -69,6 +71,7 @@ class Call : public std::enable_shared_from_this<Call> {
           warmup_(origin == Origin::kWarmup),
           stream_(pr.stream),
           include_usage_(pr.include_usage),
+          token_ids_(pr.return_token_ids),
           want_logprobs_(chat_ ? pr.chat_logprobs : pr.sampling.logprobs >= 0),
           n_(pr.sampling.n),
           id_(random_id(chat_ ? "chatcmpl-" : "cmpl-")),
@@ -80,6 +83,7 @@ class Call : public std::enable_shared_from_this<Call> {
                                       {"top_logprobs", json::array()},
                                       {"text_offset", json::array()}};
         choices_.assign(pr.prompts.size() * size_t(n_), blank);
+        if (token_ids_) prompt_ids_ = pr.prompts;
     }
 
     bool streaming() const { return stream_; }
@@ -136,7 +140,8 @@ class Call : public std::enable_shared_from_this<Call> {
     void send_body();
 
     CallContext ctx_;
-    const bool chat_, warmup_, stream_, include_usage_, want_logprobs_;
+    const bool chat_, warmup_, stream_, include_usage_, token_ids_, want_logprobs_;
+    std::vector<std::vector<int32_t>> prompt_ids_;  // return_token_ids only
     const int n_;
     const std::string id_;
     const int64_t created_;
@@ -163,6 +168,7 @@ void Call::on_event(size_t p, const engine::Event& ev) {
         c.last_token_time = ev.time;
     }
     c.text += ev.text;
+    if (token_ids_) c.token_ids.insert(c.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
     json delta_lp;
     if (want_logprobs_ && !ev.logprobs.empty()) {
         add_logprobs(c, ev, stream_ ? &delta_lp : nullptr);
@@ -175,7 +181,8 @@ void Call::on_event(size_t p, const engine::Event& ev) {
             if (!ev.error.empty()) error_message_ = ev.error;
         }
     }
-    if (stream_ && (!ev.text.empty() || ev.finish || !delta_lp.is_null())) {
+    if (stream_ && (!ev.text.empty() || ev.finish || !delta_lp.is_null() ||
+                    (token_ids_ && !ev.token_ids.empty()))) {
         stream_chunk(index, c, ev, delta_lp);
     }
     if (ev.request_done) on_request_done(prompts_[p], ev);
@@ -228,6 +235,11 @@ void Call::stream_chunk(size_t index, ChoiceState& c, const engine::Event& ev,
     } else {
         choice["text"] = ev.text;
         if (ev.finish && !c.stop_reason.empty()) choice["stop_reason"] = c.stop_reason;
+    }
+    if (token_ids_) {
+        choice["token_ids"] = ev.token_ids;
+        if (!c.prompt_ids_sent) choice["prompt_token_ids"] = prompt_ids_[index / size_t(n_)];
+        c.prompt_ids_sent = true;
     }
     json j = chunk_head();
     j["choices"] = json::array({choice});
@@ -328,6 +340,10 @@ void Call::send_body() {
         } else {
             choice["text"] = c.text;
             choice["stop_reason"] = c.stop_reason.empty() ? json(nullptr) : json(c.stop_reason);
+        }
+        if (token_ids_) {
+            choice["token_ids"] = c.token_ids;
+            choice["prompt_token_ids"] = prompt_ids_[i / size_t(n_)];
         }
         choices.push_back(choice);
     }

@@ -183,6 +183,9 @@ std::optional<RequestError> read_logprobs(const json& j, bool chat, ParsedReques
 
 std::optional<RequestError> read_stream_options(const json& j, ParsedRequest& out) {
     if (auto e = read(j, "stream", out.stream, "a boolean")) return bad(e->message, e->param);
+    if (auto e = read(j, "return_token_ids", out.return_token_ids, "a boolean")) {
+        return bad(e->message, e->param);
+    }
     auto it = j.find("stream_options");
     if (it == j.end() || it->is_null()) return std::nullopt;
     if (!it->is_object()) return bad("'stream_options' must be an object", "stream_options");

@@ -69,6 +69,9 @@ struct ParsedRequest {
     engine::SamplingParams sampling;
     int priority = 0;
     bool stream = false, include_usage = false, chat_logprobs = false;
+    // vLLM's return_token_ids: choices carry "token_ids" (and "prompt_token_ids"), so a
+    // router can resume a broken stream on another replica from the exact tokens.
+    bool return_token_ids = false;
 };
 
 struct RequestError {

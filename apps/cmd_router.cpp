@@ -1,0 +1,150 @@
+// `pagoda router`: the gateway in front of pools of OpenAI-compatible backends
+// (src/router/). Flags build one primary pool; --config reads pools, roles and policies from
+// a TOML file. Automatic actions go to the audit log of the state db.
+#include <fmt/core.h>
+#include <pthread.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <mutex>
+
+#include "apps/cli_common.h"
+#include "apps/commands.h"
+#include "base/log.h"
+#include "control/state_db.h"
+#include "router/router.h"
+
+namespace pagoda::app {
+namespace {
+
+struct RouterFlags {
+    std::string config;
+    std::vector<std::string> backends, standby, dr;
+    std::string host = "127.0.0.1";
+    int port = 9000;
+    std::vector<std::string> api_keys, admin_keys;
+    std::string state_dir;
+    std::string session_header = "x-session-id";
+    double health_interval_s = 1;
+    int max_retries = 2;
+};
+
+Result<router::RouterConfig> router_config(const RouterFlags& f) {
+    router::RouterConfig c;
+    if (!f.config.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(c, router::load_router_file(f.config));
+    } else {
+        c.session_header = f.session_header;
+        c.health_interval_s = f.health_interval_s;
+        c.max_retries = f.max_retries;
+    }
+    auto add = [&](const char* name, router::PoolRole role, const std::vector<std::string>& urls) {
+        if (urls.empty()) return;
+        c.pools.push_back({.name = name,
+                           .role = role,
+                           .backends = urls,
+                           .backends_file = {},
+                           .dns = {},
+                           .weight = -1});
+    };
+    add("primary", router::PoolRole::kPrimary, f.backends);
+    add("standby", router::PoolRole::kStandby, f.standby);
+    add("dr", router::PoolRole::kDr, f.dr);
+    if (!f.config.empty() && !(f.backends.empty() && f.standby.empty() && f.dr.empty())) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "give pools in --config or with --backend/--standby/--dr, not both");
+    }
+    c.host = f.host;
+    c.port = f.port;
+    if (!f.api_keys.empty()) c.api_keys = f.api_keys;
+    if (!f.admin_keys.empty()) c.admin_api_keys = f.admin_keys;
+    if (!f.state_dir.empty()) c.state_dir = f.state_dir;
+    PAGODA_TRY(router::validate(c));
+    return c;
+}
+
+// The audit hook: every automatic action of the router, in the state db.
+router::RouterHooks audit_hooks(const std::string& state_dir) {
+    auto db = control::StateDb::open(state_dir.empty() ? control::default_state_dir() : state_dir);
+    if (!db) {
+        log_warn("router_audit error=\"{}\" (actions are logged only)", db.error().message);
+        return {};
+    }
+    auto shared = std::shared_ptr<control::StateDb>(std::move(*db));
+    auto mu = std::make_shared<std::mutex>();
+    router::RouterHooks h;
+    h.audit = [shared, mu](const std::string& kind, const nlohmann::json& detail) {
+        std::lock_guard lock(*mu);
+        const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+        auto s = shared->record_event(kind, detail, now);
+        if (!s) log_warn("router_audit error=\"{}\"", s.error().message);
+    };
+    return h;
+}
+
+int run_router(const RouterFlags& f) {
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    auto cfg = router_config(f);
+    if (!cfg) return fail(cfg.error());
+    auto r = router::Router::start(*cfg, audit_hooks(cfg->state_dir));
+    if (!r) return fail(r.error());
+    size_t backends = 0;
+    for (const auto& p : cfg->pools) backends += p.backends.size();
+    log_info("router_listening url=http://{}:{} pools={} static_backends={}", cfg->host,
+             (*r)->port(), cfg->pools.size(), backends);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    log_info("router_stopping signal={}", sig);
+    (*r)->stop();
+    return 0;
+}
+
+}  // namespace
+
+void add_router(CLI::App& app, std::function<int()>& action) {
+    auto f = std::make_shared<RouterFlags>();
+    CLI::App* c = app.add_subcommand(
+        "router",
+        "Route OpenAI-compatible traffic over pools of backends (Pagoda, vLLM, llama.cpp): "
+        "load-aware balancing, prefix affinity, failover with stream resumption, standby and "
+        "DR pools, traffic weights for rollouts and canaries");
+    c->add_option("--config", f->config,
+                  "TOML file with a [router] table: pools (name, role, backends | backends_file | "
+                  "dns, weight) and policies (docs/router.md)");
+    c->add_option("--backend", f->backends, "Backend base URL of the primary pool (repeatable)");
+    c->add_option("--standby", f->standby,
+                  "Backend of the standby pool, used when no primary backend is available "
+                  "(repeatable)");
+    c->add_option("--dr", f->dr,
+                  "Backend of the disaster-recovery pool, used when no other pool is available "
+                  "or POST /admin/dr says so (repeatable)");
+    c->add_option("--host", f->host, "Address to listen on")->capture_default_str();
+    c->add_option("--port", f->port, "Port to listen on")->capture_default_str();
+    c->add_option("--api-key", f->api_keys,
+                  "Accept only requests with this bearer key (repeatable)");
+    c->add_option("--admin-api-key", f->admin_keys,
+                  "Key for /admin/* (without one, admin answers on loopback only)");
+    c->add_option("--state-dir", f->state_dir,
+                  "Directory of the state db that records the audit log (default "
+                  "$XDG_STATE_HOME/pagoda)");
+    c->add_option("--session-header", f->session_header,
+                  "Requests with the same value of this header go to the same backend")
+        ->capture_default_str();
+    c->add_option("--health-interval", f->health_interval_s,
+                  "Seconds between active checks of /ready and /metrics")
+        ->capture_default_str()
+        ->check(CLI::Range(0.05, 3600.0));
+    c->add_option("--max-retries", f->max_retries,
+                  "Other backends tried before the first byte reaches the client")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 100));
+    c->callback([f, &action] { action = [f] { return run_router(*f); }; });
+}
+
+}  // namespace pagoda::app
