@@ -26,6 +26,10 @@ void log_warn(fmt::format_string<Args...> f, Args&&... args) {
         log_line(LogLevel::kWarn, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
+void log_error(fmt::format_string<Args...> f, Args&&... args) {
+    log_line(LogLevel::kError, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
 void log_debug(fmt::format_string<Args...> f, Args&&... args) {
     if (log_level() <= LogLevel::kDebug)
         log_line(LogLevel::kDebug, fmt::format(f, std::forward<Args>(args)...));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/scenario.h"
+#include "metrics/significance.h"
 
 namespace pagoda::bench {
 
@@ -114,11 +115,11 @@ Report build_report(const Scenario& s, const std::vector<RequestRecord>& records
 // Evaluates the scenario's criteria into report.criteria and report.verdict.
 void evaluate_criteria(const Scenario& s, Report& report);
 
-// Mann-Whitney U test (two-sided, normal approximation with tie correction).
-struct MannWhitney {
-    double u = 0, z = 0, p_value = 1;
-};
-MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>& b);
+// Mann-Whitney U and the 95% confidence half-width live in metrics/significance.h (the
+// router's canary judge uses them too).
+using metrics::ci95_half_width;
+using metrics::mann_whitney;
+using metrics::MannWhitney;
 
 // Baseline comparison of repeated runs: mean, 95% confidence half-width, relative delta and
 // a verdict per metric. A change is a regression when it is worse than both the tolerance and
@@ -130,7 +131,6 @@ struct MetricDelta {
     double noise_band = 0;  // relative
     std::string verdict;    // ok, improved, regression, n/a
 };
-double ci95_half_width(const std::vector<double>& values);
 std::vector<MetricDelta> compare_runs(const std::vector<std::map<std::string, double>>& baseline,
                                       const std::vector<std::map<std::string, double>>& current,
                                       double tolerance);

@@ -150,8 +150,15 @@ http::Reply admin(const std::shared_ptr<Core>& core, const http::Request& req) {
         }
         return {json_reply(200, {{"active", core->dr_forced()}}), {}};
     }
-    if (auto it = core->admin_routes.find(req.path); it != core->admin_routes.end()) {
-        auto [status, j] = it->second(req.method, body);
+    Router::AdminRoute route;
+    {
+        std::lock_guard lock(core->extras_mu);
+        if (auto it = core->admin_routes.find(req.path); it != core->admin_routes.end()) {
+            route = it->second;
+        }
+    }
+    if (route) {
+        auto [status, j] = route(req.method, body);
         return {json_reply(status, j), {}};
     }
     return {api_error(404, "no admin route " + req.path, "invalid_request_error"), {}};
@@ -169,6 +176,12 @@ http::Reply handle(const std::shared_ptr<Core>& core, const http::Request& req) 
         http::Response m;
         m.content_type = "text/plain; version=0.0.4; charset=utf-8";
         m.body = core->metrics_text();
+        std::vector<std::function<std::string()>> extra;
+        {
+            std::lock_guard lock(core->extras_mu);
+            extra = core->metrics_sources;
+        }
+        for (const auto& f : extra) m.body += f();
         return {m, {}};
     }
     if (p.starts_with("/admin/")) {
@@ -250,7 +263,16 @@ std::vector<ArmSample> Router::arm_samples(const std::string& pool, double since
 }
 double Router::now_s() const { return core_->now_s(); }
 void Router::add_admin_route(const std::string& path, AdminRoute route) {
+    std::lock_guard lock(core_->extras_mu);
     core_->admin_routes[path] = std::move(route);
+}
+void Router::add_metrics_source(std::function<std::string()> source) {
+    std::lock_guard lock(core_->extras_mu);
+    core_->metrics_sources.push_back(std::move(source));
+}
+void Router::audit(const std::string& kind, const json& detail) const {
+    log_info("router_{} detail={}", kind, detail.dump());
+    core_->audit(kind, detail);
 }
 const RouterConfig& Router::config() const { return core_->cfg; }
 

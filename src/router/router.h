@@ -59,6 +59,10 @@ class Router {
     // answered 2xx.
     int post_to_pool(const std::string& pool, const std::string& path, const std::string& body);
     const RouterConfig& config() const;
+    // Records an automatic action in the audit log (RouterHooks::audit) and the log.
+    void audit(const std::string& kind, const nlohmann::json& detail) const;
+    // Extra text appended to /metrics (rollout state), called on each scrape.
+    void add_metrics_source(std::function<std::string()> source);
 
   private:
     Router() = default;

@@ -61,7 +61,10 @@ class Core : public std::enable_shared_from_this<Core> {
     nlohmann::json pools_json() const;
     std::string metrics_text() const;
 
-    std::map<std::string, Router::AdminRoute> admin_routes;  // set before serving
+    // Added by the app once, before traffic; read on the I/O thread.
+    std::map<std::string, Router::AdminRoute> admin_routes;
+    std::vector<std::function<std::string()>> metrics_sources;
+    std::mutex extras_mu;  // admin_routes, metrics_sources
     std::atomic<bool> stopping{false};
     std::thread health_thread;
     std::unique_ptr<http::Server> server;
