@@ -6,13 +6,17 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdio>
 #include <mutex>
 
 #include "apps/cli_common.h"
 #include "apps/commands.h"
+#include "apps/router_setup.h"
 #include "base/log.h"
 #include "control/state_db.h"
+#include "router/rollout.h"
 #include "router/router.h"
+#include "router/schedule.h"
 
 namespace pagoda::app {
 namespace {
@@ -27,6 +31,8 @@ struct RouterFlags {
     std::string session_header = "x-session-id";
     double health_interval_s = 1;
     int max_retries = 2;
+    ClockFlags clock;
+    bool check = false;
 };
 
 Result<router::RouterConfig> router_config(const RouterFlags& f) {
@@ -40,12 +46,11 @@ Result<router::RouterConfig> router_config(const RouterFlags& f) {
     }
     auto add = [&](const char* name, router::PoolRole role, const std::vector<std::string>& urls) {
         if (urls.empty()) return;
-        c.pools.push_back({.name = name,
-                           .role = role,
-                           .backends = urls,
-                           .backends_file = {},
-                           .dns = {},
-                           .weight = -1});
+        router::PoolConfig p;
+        p.name = name;
+        p.role = role;
+        p.backends = urls;
+        c.pools.push_back(std::move(p));
     };
     add("primary", router::PoolRole::kPrimary, f.backends);
     add("standby", router::PoolRole::kStandby, f.standby);
@@ -62,6 +67,8 @@ Result<router::RouterConfig> router_config(const RouterFlags& f) {
     PAGODA_TRY(router::validate(c));
     return c;
 }
+
+}  // namespace
 
 // The audit hook: every automatic action of the router, in the state db.
 router::RouterHooks audit_hooks(const std::string& state_dir) {
@@ -84,6 +91,26 @@ router::RouterHooks audit_hooks(const std::string& state_dir) {
     return h;
 }
 
+Result<std::unique_ptr<router::TrafficController>> traffic_controller(
+    const ClockFlags& f, const router::RouterConfig& cfg, router::Router& r,
+    router::ControllerOptions extra) {
+    PAGODA_ASSIGN_OR_RETURN(router::ControllerOptions o, router::controller_options(cfg));
+    o.prewarm = std::move(extra.prewarm);
+    o.on_verdict = std::move(extra.on_verdict);
+    o.clock_scale = f.clock_scale;
+    o.dry_run = f.dry_run;
+    if (!f.clock_start.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(int minute, router::parse_hhmm(f.clock_start));
+        const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+        o.clock_start = router::today_at(cfg.schedule_time_zone, minute, now);
+    }
+    return std::make_unique<router::TrafficController>(r, std::move(o));
+}
+
+namespace {
+
 int run_router(const RouterFlags& f) {
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -92,8 +119,17 @@ int run_router(const RouterFlags& f) {
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
     auto cfg = router_config(f);
     if (!cfg) return fail(cfg.error());
+    if (f.check) {
+        if (auto o = router::controller_options(*cfg); !o) return fail(o.error());
+        std::printf("ok: %zu pools, %zu schedule entries\n", cfg->pools.size(),
+                    cfg->schedule.size());
+        return 0;
+    }
     auto r = router::Router::start(*cfg, audit_hooks(cfg->state_dir));
     if (!r) return fail(r.error());
+    auto ctl = traffic_controller(f.clock, *cfg, **r);
+    if (!ctl) return fail(ctl.error());
+    (*ctl)->start();
     size_t backends = 0;
     for (const auto& p : cfg->pools) backends += p.backends.size();
     log_info("router_listening url=http://{}:{} pools={} static_backends={}", cfg->host,
@@ -101,6 +137,7 @@ int run_router(const RouterFlags& f) {
     int sig = 0;
     sigwait(&sigs, &sig);
     log_info("router_stopping signal={}", sig);
+    (*ctl)->stop();
     (*r)->stop();
     return 0;
 }
@@ -144,6 +181,17 @@ void add_router(CLI::App& app, std::function<int()>& action) {
                   "Other backends tried before the first byte reaches the client")
         ->capture_default_str()
         ->check(CLI::Range(0, 100));
+    c->add_option("--schedule-clock-scale", f->clock.clock_scale,
+                  "Run the schedule's clock this many times faster than real time (rehearsals: "
+                  "60 turns minutes into seconds)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.001, 1e6));
+    c->add_option("--schedule-clock-start", f->clock.clock_start,
+                  "Start the schedule's clock at this local time today (HH:MM), for rehearsals");
+    c->add_flag("--check", f->check, "Check the configuration and exit (0 when it is valid)");
+    c->add_flag("--dry-run", f->clock.dry_run,
+                "Record rollout, canary and breaker decisions in the audit log without moving "
+                "traffic");
     c->callback([f, &action] { action = [f] { return run_router(*f); }; });
 }
 

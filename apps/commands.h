@@ -24,6 +24,8 @@ void add_rules(CLI::App& app, std::function<int()>& action);
 void add_forecast(CLI::App& app, std::function<int()>& action);
 // `pagoda router`.
 void add_router(CLI::App& app, std::function<int()>& action);
+// `pagoda fleet up|down|status|switch|canary|pause|resume|promote|abort|render`.
+void add_fleet(CLI::App& app, std::function<int()>& action);
 // `pagoda bench trace-stats`, under the `bench` subcommand.
 void add_trace_stats(CLI::App* bench_cmd, std::function<int()>& action);
 // `pagoda sim predict`, under the `sim` subcommand.

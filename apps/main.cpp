@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     pagoda::app::add_rules(app, action);
     pagoda::app::add_forecast(app, action);
     pagoda::app::add_router(app, action);
+    pagoda::app::add_fleet(app, action);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -73,7 +74,8 @@ int main(int argc, char** argv) {
                               : log_level == "warn" ? pagoda::LogLevel::kWarn
                                                     : pagoda::LogLevel::kError);
     } else {
-        pagoda::set_log_level(app.got_subcommand("serve") || app.got_subcommand("router")
+        pagoda::set_log_level(app.got_subcommand("serve") || app.got_subcommand("router") ||
+                                      app.got_subcommand("fleet")
                                   ? pagoda::LogLevel::kInfo
                                   : pagoda::LogLevel::kWarn);
     }

@@ -33,6 +33,21 @@ const char* TrafficController::state_name(State s) {
     return "idle";
 }
 
+Result<ControllerOptions> controller_options(const RouterConfig& c) {
+    ControllerOptions o;
+    o.breaker.threshold = c.breaker_threshold;
+    o.breaker.min_samples = c.breaker_min_samples;
+    o.breaker.rollback_windows = c.breaker_rollback_windows;
+    o.window_s = c.breaker_window_s;
+    o.canary.tolerance = c.canary_tolerance;
+    o.canary.min_samples = c.canary_min_samples;
+    o.canary.max_samples = c.canary_max_samples;
+    if (!c.schedule.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(o.schedule, parse_schedule(c.schedule_time_zone, c.schedule));
+    }
+    return o;
+}
+
 TrafficController::TrafficController(Router& r, ControllerOptions o)
     : r_(r), o_(std::move(o)), breaker_(o_.breaker) {
     real_start_ = std::chrono::steady_clock::now();

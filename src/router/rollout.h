@@ -35,6 +35,9 @@ struct ControllerOptions {
     std::function<void(const nlohmann::json& verdict)> on_verdict;
 };
 
+// The options a RouterConfig implies (breaker, canary, schedule); the app adds the hooks.
+Result<ControllerOptions> controller_options(const RouterConfig& c);
+
 class TrafficController {
   public:
     TrafficController(Router& r, ControllerOptions o);

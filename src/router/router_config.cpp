@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <set>
 
 #include "base/toml_reader.h"
 #include "http/client.h"
+#include "router/schedule.h"
 
 namespace pagoda::router {
 
@@ -109,7 +111,17 @@ namespace {
 
 void read_pool(TomlReader& r, const toml::table& t, std::string_view prefix, PoolConfig& p) {
     r.only(t, prefix,
-           {"name", "role", "backends", "backends_file", "dns", "weight", "profile", "replicas"});
+           {"name", "role", "backends", "backends_file", "dns", "weight", "profile", "replicas",
+            "start"});
+    if (auto v = r.str(t, prefix, "profile")) p.profile = *v;
+    if (auto v = r.number(t, prefix, "replicas", 0, 64)) p.replicas = int(*v);
+    if (auto v = r.str(t, prefix, "start")) {
+        if (*v != "up" && *v != "prewarm") {
+            r.fail(t.get("start"), TomlReader::key(prefix, "start"),
+                   "'" + *v + "' is not one of up, prewarm");
+        }
+        p.start = *v;
+    }
     if (auto v = r.str(t, prefix, "name")) p.name = *v;
     if (auto v = r.str(t, prefix, "role")) {
         auto role = parse_role(*v);
@@ -152,11 +164,14 @@ void read_numbers(TomlReader& r, const toml::table& t, RouterConfig& c) {
     num("breaker_min_samples", 1, 1e6, c.breaker_min_samples);
     num("breaker_rollback_windows", 1, 1000, c.breaker_rollback_windows);
     num("long_prompt_tokens", 1, 1e7, c.long_prompt_tokens);
+    num("canary_tolerance", 0, 10, c.canary_tolerance);
+    num("canary_min_samples", 1, 1e7, c.canary_min_samples);
+    num("canary_max_samples", 1, 1e8, c.canary_max_samples);
 }
 
 }  // namespace
 
-Status read_router_table(const toml::table& t, std::string_view file, RouterConfig& c) {
+Status read_router_table(const toml::table& t, std::string_view file, RouterConfig& c, bool check) {
     TomlReader r{std::string(file)};
     r.only(t, "router",
            {"host",
@@ -185,6 +200,9 @@ Status read_router_table(const toml::table& t, std::string_view file, RouterConf
             "breaker_min_samples",
             "breaker_rollback_windows",
             "long_prompt_tokens",
+            "canary_tolerance",
+            "canary_min_samples",
+            "canary_max_samples",
             "state_dir"});
     if (auto v = r.str(t, "router", "host")) c.host = *v;
     if (auto v = r.strings(t, "router", "api_keys")) c.api_keys = *v;
@@ -209,8 +227,34 @@ Status read_router_table(const toml::table& t, std::string_view file, RouterConf
     }
     if (r.failed()) return r.error();
     for (auto& s : c.session_header) s = char(std::tolower(static_cast<unsigned char>(s)));
+    if (!check) return ok_status();
     if (auto s = validate(c); !s.ok()) {
         return make_error(ErrorCode::kInvalidFile, "{}: {}", file, s.error().message);
+    }
+    return ok_status();
+}
+
+Status read_schedule_table(const toml::table& t, std::string_view file, RouterConfig& c) {
+    TomlReader r{std::string(file)};
+    r.only(t, "schedule", {"time_zone", "entries"});
+    if (auto v = r.str(t, "schedule", "time_zone")) c.schedule_time_zone = *v;
+    if (auto v = r.strings(t, "schedule", "entries")) c.schedule = *v;
+    if (r.failed()) return r.error();
+    const int line = int(t.source().begin.line);
+    auto s = parse_schedule(c.schedule_time_zone, c.schedule);
+    if (!s)
+        return make_error(ErrorCode::kInvalidFile, "{}:{}:schedule: {}", file, line,
+                          s.error().message);
+    for (const auto& e : s->entries) {
+        if (e.action == ScheduleEntry::Action::kReverse) continue;
+        const bool known = std::any_of(c.pools.begin(), c.pools.end(), [&](const PoolConfig& p) {
+            return p.name == e.pool && p.role == PoolRole::kPrimary;
+        });
+        if (!known) {
+            return make_error(ErrorCode::kInvalidFile,
+                              "{}:{}:schedule: '{}' names '{}', which is not a primary pool", file,
+                              line, e.text, e.pool);
+        }
     }
     return ok_status();
 }
@@ -225,12 +269,15 @@ Result<RouterConfig> load_router_file(const std::string& path) {
     }
     RouterConfig c;
     TomlReader r{path};
-    r.only(t, "", {"router"});
+    r.only(t, "", {"router", "schedule"});
     if (r.failed()) return r.error();
     const toml::table* rt = r.table(t, "", "router");
     if (r.failed()) return r.error();
     if (!rt) return make_error(ErrorCode::kInvalidFile, "{}: no [router] table", path);
     PAGODA_TRY(read_router_table(*rt, path, c));
+    const toml::table* st = r.table(t, "", "schedule");
+    if (r.failed()) return r.error();
+    if (st) PAGODA_TRY(read_schedule_table(*st, path, c));
     return c;
 }
 

@@ -32,6 +32,11 @@ struct PoolConfig {
     std::string backends_file;          // one URL per line (# comments), re-read on change
     std::string dns;  // "http://name:port": one backend per address, re-resolved (headless Service)
     double weight = -1;  // share among primary pools, in percent; -1: equal shares
+    // Fleet files only: the `pagoda serve` profile and replica count of the pool, and
+    // whether its replicas start with the fleet ("up") or when a schedule pre-warms it.
+    std::string profile;
+    int replicas = 0;
+    std::string start = "up";
 };
 
 struct RouterConfig {
@@ -67,8 +72,20 @@ struct RouterConfig {
     int breaker_rollback_windows = 2;  // consecutive windows above the threshold -> rollback
     int long_prompt_tokens = 1024;     // length classes: short below, long at or above
 
+    // Canaries: the judge (judges.h) runs every breaker_window_s on all samples so far.
+    double canary_tolerance = 0.10;
+    int canary_min_samples = 50, canary_max_samples = 1000;
+
+    // [schedule]: "HH:MM ACTION ARGS" lines in a time zone (schedule.h).
+    std::string schedule_time_zone = "UTC";
+    std::vector<std::string> schedule;
+
     std::string state_dir;  // audit log and verdicts (the state db); empty: the default
 };
+
+// Reads a [schedule] table (time_zone, entries) into `c` and checks it, including that
+// every pool it names is a primary pool of `c`.
+Status read_schedule_table(const toml::table& t, std::string_view file, RouterConfig& c);
 
 // Checks the whole configuration: at least one pool with a backend source, unique names,
 // at least one primary pool, weights in [0, 100] that add up to 100 when all are given.
@@ -76,7 +93,9 @@ Status validate(const RouterConfig& c);
 
 // Reads the keys of a [router] table (and its [[router.pools]]) into `c`. `file` names the
 // source in errors.
-Status read_router_table(const toml::table& t, std::string_view file, RouterConfig& c);
+// `check` false: the caller fills the backends (a fleet) and validates afterwards.
+Status read_router_table(const toml::table& t, std::string_view file, RouterConfig& c,
+                         bool check = true);
 Result<RouterConfig> load_router_file(const std::string& path);
 
 }  // namespace pagoda::router

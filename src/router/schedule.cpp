@@ -82,6 +82,11 @@ LocalTime unix_to_local(const std::string& tz, int64_t t) {
     });
 }
 
+int64_t today_at(const std::string& tz, int minute_of_day, int64_t now) {
+    const LocalTime l = unix_to_local(tz, now);
+    return local_to_unix(tz, l.y, l.m, l.d, minute_of_day);
+}
+
 Result<int> parse_hhmm(std::string_view s) {
     int h = 0, m = 0;
     if (s.size() != 5 || s[2] != ':' || !std::isdigit(s[0]) || !std::isdigit(s[1]) ||

@@ -43,6 +43,9 @@ struct LocalTime {
 };
 LocalTime unix_to_local(const std::string& tz, int64_t t);
 bool time_zone_exists(const std::string& tz);
+// Unix seconds of `minute_of_day` on the local date of `now` in `tz` (a rehearsal clock's
+// start, `--schedule-clock-start 19:29`).
+int64_t today_at(const std::string& tz, int minute_of_day, int64_t now);
 
 // Entries firing in (from, to], in time order, with their unix seconds.
 std::vector<std::pair<int64_t, const ScheduleEntry*>> due(const Schedule& s, int64_t from,

@@ -1,0 +1,54 @@
+#pragma once
+// The process supervisor of `pagoda fleet up`: one `pagoda serve` child per replica of each
+// pool with a profile, restarted with backoff when it dies (1 s doubling to 30 s; reset
+// after 30 s of running), stopped with SIGTERM (the replica drains) and SIGKILL after the
+// drain timeout. Pools with start = "prewarm" start when a schedule pre-warms them.
+
+#include <sys/types.h>
+
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "apps/fleet_file.h"
+
+namespace pagoda::app {
+
+class Supervisor {
+  public:
+    using Audit = std::function<void(const std::string& kind, const nlohmann::json& detail)>;
+    Supervisor(const FleetFile& f, std::string log_dir, Audit audit);
+    // Starts the replicas of pools that start with the fleet.
+    void start();
+    // One pass: reaps exited children, schedules restarts, starts what is due. Main thread.
+    void step();
+    // Marks a pool's replicas wanted (started on the next step). Any thread.
+    void want_pool(const std::string& pool);
+    // SIGTERM to every replica, then SIGKILL after the drain timeout; waits for all.
+    void stop();
+    nlohmann::json status() const;
+
+  private:
+    struct Replica {
+        std::string pool, profile, url;
+        int port = 0;
+        bool wanted = false;
+        pid_t pid = 0;
+        int restarts = 0, quick_failures = 0;
+        double backoff_s = 1, next_start_s = 0, started_s = 0;
+        std::string last_exit;
+    };
+    void spawn(Replica& r);
+    void reaped(Replica& r, int status);
+    double now_s() const;
+
+    const FleetFile& f_;
+    const std::string log_dir_;
+    Audit audit_;
+    mutable std::mutex mu_;
+    std::vector<Replica> replicas_;
+};
+
+}  // namespace pagoda::app
