@@ -24,8 +24,8 @@ namespace {
 struct RouterFlags {
     std::string config;
     std::vector<std::string> backends, standby, dr;
-    std::string host = "127.0.0.1";
-    int port = 9000;
+    std::string host;  // "" = the file's, else 127.0.0.1
+    int port = -1;     // -1 = the file's, else 9000
     std::vector<std::string> api_keys, admin_keys;
     std::string state_dir;
     std::string session_header = "x-session-id";
@@ -59,8 +59,8 @@ Result<router::RouterConfig> router_config(const RouterFlags& f) {
         return make_error(ErrorCode::kInvalidArgument,
                           "give pools in --config or with --backend/--standby/--dr, not both");
     }
-    c.host = f.host;
-    c.port = f.port;
+    if (!f.host.empty()) c.host = f.host;
+    if (f.port >= 0) c.port = f.port;
     if (!f.api_keys.empty()) c.api_keys = f.api_keys;
     if (!f.admin_keys.empty()) c.admin_api_keys = f.admin_keys;
     if (!f.state_dir.empty()) c.state_dir = f.state_dir;
@@ -161,8 +161,9 @@ void add_router(CLI::App& app, std::function<int()>& action) {
     c->add_option("--dr", f->dr,
                   "Backend of the disaster-recovery pool, used when no other pool is available "
                   "or POST /admin/dr says so (repeatable)");
-    c->add_option("--host", f->host, "Address to listen on")->capture_default_str();
-    c->add_option("--port", f->port, "Port to listen on")->capture_default_str();
+    c->add_option("--host", f->host, "Address to listen on (default 127.0.0.1, or the file's)");
+    c->add_option("--port", f->port, "Port to listen on (default 9000, or the file's; 0: any)")
+        ->check(CLI::Range(0, 65535));
     c->add_option("--api-key", f->api_keys,
                   "Accept only requests with this bearer key (repeatable)");
     c->add_option("--admin-api-key", f->admin_keys,
