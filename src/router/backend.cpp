@@ -67,7 +67,8 @@ Candidate Backend::candidate(double now_s, const RouterConfig& c) const {
     out.kv_usage = health_state_.kv_usage;
     out.healthy = health_state_.up && health_state_.ready && !health_state_.shedding &&
                   !ejection_.ejected(now_s);
-    out.saturated = out.outstanding >= c.max_outstanding || health_state_.waiting > c.max_waiting;
+    out.saturated = out.outstanding >= c.max_outstanding ||
+                    (c.max_waiting > 0 && health_state_.waiting > c.max_waiting);
     return out;
 }
 

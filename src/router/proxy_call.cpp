@@ -269,8 +269,8 @@ void ProxyCall::on_done(int a, const http::ClientError* err) {
     r.status = status_;
     r.body = std::move(body_);
     core_->metrics.request(backend_->pool(), backend_->url(), status_);
-    core_->metrics.e2e(backend_->pool(), backend_->url(), core_->now_s() - t_start_);
     if (in_.generation) {
+        core_->metrics.e2e(backend_->pool(), backend_->url(), core_->now_s() - t_start_);
         core_->record_arm(backend_->pool(),
                           {core_->now_s(), -1, core_->now_s() - t_start_, false, status_ < 400});
     }

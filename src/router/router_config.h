@@ -62,7 +62,8 @@ struct RouterConfig {
     int max_retries = 2;            // other backends tried before the first byte reaches the client
     int max_resumes = 3;            // resumptions of one stream after a backend failed mid-stream
     int64_t max_outstanding = 256;  // per backend; more is saturated
-    double max_waiting = 64;        // a backend's num_requests_waiting above this is saturated
+    double max_waiting = 0;  // a backend's num_requests_waiting above this is saturated; 0 = off
+                             // (a Pagoda replica bounds its own queue and answers 429)
     int retry_after_s = 1;          // Retry-After of the router's own 429
 
     // Rollouts: the breaker compares the target arm's P99 with the source arm's.
