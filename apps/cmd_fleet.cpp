@@ -95,12 +95,60 @@ bool pool_ready(const router::Router& r, const std::string& pool) {
     return false;
 }
 
+// Pre-warms asked for by the schedule: the pool's replicas start at once; when the router
+// sees them all ready, each is asked for a full warmup (checked from the main loop).
+class Prewarms {
+  public:
+    Prewarms(Supervisor& sup, router::Router& r) : sup_(sup), r_(r) {}
+    void ask(const std::string& pool) {
+        sup_.want_pool(pool);
+        std::lock_guard lock(mu_);
+        asked_[pool] = now_s();
+    }
+    void step() {
+        std::lock_guard lock(mu_);
+        for (auto it = asked_.begin(); it != asked_.end();) {
+            if (pool_ready(r_, it->first)) {
+                const int n = r_.post_to_pool(it->first, "/admin/warmup", R"({"level":"full"})");
+                r_.audit("fleet_prewarmed", {{"pool", it->first},
+                                             {"replicas_warmed", n},
+                                             {"seconds", now_s() - it->second}});
+                it = asked_.erase(it);
+            } else if (now_s() - it->second > 300) {
+                log_error("fleet_prewarm pool={}: not ready after 300 s", it->first);
+                it = asked_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+
+  private:
+    Supervisor& sup_;
+    router::Router& r_;
+    std::mutex mu_;
+    std::map<std::string, double> asked_;  // pool -> when (steady seconds)
+};
+
+// Supervises until SIGTERM or SIGINT.
+void supervise(const sigset_t& sigs, Supervisor& sup, Prewarms& warms) {
+    const timespec tick{0, 200'000'000};
+    for (;;) {
+        siginfo_t info{};
+        const int sig = sigtimedwait(&sigs, &info, &tick);
+        if (sig == SIGTERM || sig == SIGINT) {
+            log_info("fleet_stopping signal={}", sig);
+            return;
+        }
+        sup.step();
+        warms.step();
+    }
+}
+
 int run_up(const FleetFlags& fl) {
     sigset_t sigs;
     sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGCHLD);
+    for (int s : {SIGTERM, SIGINT, SIGCHLD}) sigaddset(&sigs, s);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
     auto f = load_fleet_file(fl.file);
     if (!f) return fail(f.error());
@@ -116,16 +164,9 @@ int run_up(const FleetFlags& fl) {
         sup.stop();
         return fail(r.error());
     }
-    // Pre-warm: start the pool's replicas now; once the router sees them all ready, ask
-    // each for a full warmup (checked by the loop below).
-    std::mutex warm_mu;
-    std::map<std::string, double> warming;  // pool -> when asked (steady seconds)
+    Prewarms warms(sup, **r);
     router::ControllerOptions extra;
-    extra.prewarm = [&](const std::string& pool) {
-        sup.want_pool(pool);
-        std::lock_guard lock(warm_mu);
-        warming[pool] = now_s();
-    };
+    extra.prewarm = [&warms](const std::string& pool) { warms.ask(pool); };
     const std::string url = fmt::format("http://127.0.0.1:{}", (*r)->port());
     extra.on_verdict = [url](const json& v) { store_verdict(v, url); };
     auto ctl = traffic_controller(fl.clock, f->router, **r, std::move(extra));
@@ -136,31 +177,7 @@ int run_up(const FleetFlags& fl) {
     (*ctl)->start();
     log_info("fleet_up name={} router={} replicas={} state={}", f->name, url, sup.status().size(),
              dir);
-    const timespec tick{0, 200'000'000};
-    for (;;) {
-        siginfo_t info{};
-        const int sig = sigtimedwait(&sigs, &info, &tick);
-        if (sig == SIGTERM || sig == SIGINT) {
-            log_info("fleet_stopping signal={}", sig);
-            break;
-        }
-        sup.step();
-        std::lock_guard lock(warm_mu);
-        for (auto it = warming.begin(); it != warming.end();) {
-            if (pool_ready(**r, it->first)) {
-                const int n = (*r)->post_to_pool(it->first, "/admin/warmup", R"({"level":"full"})");
-                (*r)->audit("fleet_prewarmed", {{"pool", it->first},
-                                                {"replicas_warmed", n},
-                                                {"seconds", now_s() - it->second}});
-                it = warming.erase(it);
-            } else if (now_s() - it->second > 300) {
-                log_error("fleet_prewarm pool={}: not ready after 300 s", it->first);
-                it = warming.erase(it);
-            } else {
-                ++it;
-            }
-        }
-    }
+    supervise(sigs, sup, warms);
     (*ctl)->stop();
     sup.stop();
     (*r)->stop();

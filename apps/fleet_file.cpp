@@ -33,13 +33,14 @@ Profile read_profile(TomlReader& r, const std::string& name, const toml::table& 
     Profile p;
     p.name = name;
     const std::string prefix = "profiles." + name;
-    for (const auto& [k, v] : t) {
-        const std::string flag = "--" + std::string(k.str());
+    for (const auto& [key, v] : t) {
+        const std::string k(key.str());
+        const std::string flag = "--" + k;
         auto scalar = [&](const toml::node& n) -> std::optional<std::string> {
             if (auto s = n.as_string()) return s->get();
             if (auto i = n.as_integer()) return std::to_string(i->get());
             if (auto f = n.as_floating_point()) return fmt::format("{}", f->get());
-            r.fail(&n, TomlReader::key(prefix, k.str()), "expected a string, number or boolean");
+            r.fail(&n, TomlReader::key(prefix, k), "expected a string, number or boolean");
             return std::nullopt;
         };
         if (auto b = v.as_boolean()) {

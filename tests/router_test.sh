@@ -145,7 +145,30 @@ codes=$(wait_codes | sort | uniq -c | awk '{print $2}' | tr '\n' ' ')
 expect_eq "saturated: some 200, the rest 429" "$codes" "200 429 "
 expect_eq "the 429 carries Retry-After" "$(grep -il '^retry-after: 2' "$TMP"/h* | wc -l | tr -d ' ')" "$(grep -l ' 429' "$TMP"/h* | wc -l | tr -d ' ')"
 
-# 7. Bad configuration.
+# 7. Discovery: a backends file re-read on change, a DNS name re-resolved; API keys.
+echo "http://127.0.0.1:$D  # the DR replica" >"$TMP/backends.txt"
+cat >"$TMP/disc.toml" <<TOML
+[router]
+health_interval_s = 0.2
+api_keys = ["sesame"]
+[[router.pools]]
+name = "filed"
+backends_file = "$TMP/backends.txt"
+[[router.pools]]
+name = "named"
+role = "standby"
+dns = "http://localhost:$D"
+TOML
+start_router "$TMP/r4.log" --config "$TMP/disc.toml" || exit 1
+expect_eq "backends_file: its backend" "$(curl -s "$(R /admin/pools)" | jq_ '[b["url"] for b in d["pools"][0]["backends"]]')" "['http://127.0.0.1:$D']"
+echo "http://127.0.0.1:$B" >>"$TMP/backends.txt"
+sleep 1
+expect_eq "backends_file: a line added is picked up" "$(curl -s "$(R /admin/pools)" | jq_ 'sorted(b["url"] for b in d["pools"][0]["backends"])')" "$(python3 -c "print(sorted(['http://127.0.0.1:$D', 'http://127.0.0.1:$B']))")"
+expect_eq "dns: the name's address is a backend" "$(curl -s "$(R /admin/pools)" | jq_ '"http://127.0.0.1:'"$D"'" in [b["url"] for b in d["pools"][1]["backends"]]')" "True"
+expect_eq "an API key is required" "$(curl -s -o /dev/null -w '%{http_code}' "$(R /v1/completions)" -d '{"prompt":"Hi","max_tokens":2}')" "401"
+expect_eq "and accepted" "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer sesame' "$(R /v1/completions)" -d '{"prompt":"Hi","max_tokens":2}')" "200"
+
+# 8. Bad configuration.
 out=$("$BIN" router --backend https://example.com:443 2>&1); rc=$?
 expect_eq "https backend: exit 1 with the reason" "$rc $(echo "$out" | grep -c 'https')" "1 1"
 printf '[router]\nbackend = "x"\n' >"$TMP/typo.toml"

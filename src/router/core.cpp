@@ -149,7 +149,8 @@ void Core::set_members(const std::string& pool, const std::vector<std::string>& 
 Status Core::set_weights(const std::map<std::string, double>& w, const std::string& reason) {
     double sum = 0;
     std::lock_guard lock(mu_);
-    for (const auto& [name, v] : w) {
+    for (const auto& [pool_name, v] : w) {
+        const std::string& name = pool_name;  // (clang 14 cannot capture a binding)
         auto it = std::find_if(pools_.begin(), pools_.end(),
                                [&](const Pool& p) { return p.cfg.name == name; });
         if (it == pools_.end()) {

@@ -169,41 +169,45 @@ void read_numbers(TomlReader& r, const toml::table& t, RouterConfig& c) {
     num("canary_max_samples", 1, 1e8, c.canary_max_samples);
 }
 
+const std::set<std::string>& router_keys() {
+    static const std::set<std::string> keys = {"host",
+                                               "port",
+                                               "pools",
+                                               "api_keys",
+                                               "admin_api_keys",
+                                               "session_header",
+                                               "affinity_prefix_chars",
+                                               "affinity_load_factor",
+                                               "kv_usage_weight",
+                                               "health_interval_s",
+                                               "health_timeout_s",
+                                               "connect_timeout_s",
+                                               "read_timeout_s",
+                                               "eject_after_failures",
+                                               "eject_base_s",
+                                               "eject_max_s",
+                                               "max_retries",
+                                               "max_resumes",
+                                               "max_outstanding",
+                                               "max_waiting",
+                                               "retry_after_s",
+                                               "breaker_threshold",
+                                               "breaker_window_s",
+                                               "breaker_min_samples",
+                                               "breaker_rollback_windows",
+                                               "long_prompt_tokens",
+                                               "canary_tolerance",
+                                               "canary_min_samples",
+                                               "canary_max_samples",
+                                               "state_dir"};
+    return keys;
+}
+
 }  // namespace
 
 Status read_router_table(const toml::table& t, std::string_view file, RouterConfig& c, bool check) {
     TomlReader r{std::string(file)};
-    r.only(t, "router",
-           {"host",
-            "port",
-            "pools",
-            "api_keys",
-            "admin_api_keys",
-            "session_header",
-            "affinity_prefix_chars",
-            "affinity_load_factor",
-            "kv_usage_weight",
-            "health_interval_s",
-            "health_timeout_s",
-            "connect_timeout_s",
-            "read_timeout_s",
-            "eject_after_failures",
-            "eject_base_s",
-            "eject_max_s",
-            "max_retries",
-            "max_resumes",
-            "max_outstanding",
-            "max_waiting",
-            "retry_after_s",
-            "breaker_threshold",
-            "breaker_window_s",
-            "breaker_min_samples",
-            "breaker_rollback_windows",
-            "long_prompt_tokens",
-            "canary_tolerance",
-            "canary_min_samples",
-            "canary_max_samples",
-            "state_dir"});
+    r.only(t, "router", router_keys());
     if (auto v = r.str(t, "router", "host")) c.host = *v;
     if (auto v = r.strings(t, "router", "api_keys")) c.api_keys = *v;
     if (auto v = r.strings(t, "router", "admin_api_keys")) c.admin_api_keys = *v;

@@ -64,7 +64,7 @@ struct RouterConfig {
     int64_t max_outstanding = 256;  // per backend; more is saturated
     double max_waiting = 0;  // a backend's num_requests_waiting above this is saturated; 0 = off
                              // (a Pagoda replica bounds its own queue and answers 429)
-    int retry_after_s = 1;          // Retry-After of the router's own 429
+    int retry_after_s = 1;   // Retry-After of the router's own 429
 
     // Rollouts: the breaker compares the target arm's P99 with the source arm's.
     double breaker_threshold = 0.20;   // pause when target P99 > source P99 x (1 + this)
