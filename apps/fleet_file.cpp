@@ -110,13 +110,7 @@ Status fill_pools(FleetFile& f) {
 }  // namespace
 
 Result<FleetFile> load_fleet_file(const std::string& path) {
-    toml::table t;
-    try {
-        t = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorCode::kInvalidFile, "{}:{}: {}", path, e.source().begin.line,
-                          e.description());
-    }
+    PAGODA_ASSIGN_OR_RETURN(toml::table t, parse_toml_file(path));
     FleetFile f;
     f.path = path;
     TomlReader r{path};

@@ -16,6 +16,16 @@
 
 namespace pagoda {
 
+// Parses a TOML file; a syntax error is FILE:LINE: what.
+inline Result<toml::table> parse_toml_file(const std::string& path) {
+    try {
+        return toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+        return make_error(ErrorCode::kInvalidFile, "{}:{}: {}", path, e.source().begin.line,
+                          e.description());
+    }
+}
+
 class TomlReader {
   public:
     explicit TomlReader(std::string file) : file_(std::move(file)) {}

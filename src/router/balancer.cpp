@@ -3,20 +3,15 @@
 #include <algorithm>
 #include <numeric>
 
+#include "base/hash.h"
+
 namespace pagoda::router {
 
 double load_of(const Candidate& c, double kv_weight) {
     return double(c.outstanding) + c.waiting + kv_weight * c.kv_usage;
 }
 
-uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
+uint64_t mix64(uint64_t x) { return splitmix64(x); }
 
 uint64_t hash64(std::string_view s) {
     uint64_t h = 1469598103934665603ULL;

@@ -264,13 +264,7 @@ Status read_schedule_table(const toml::table& t, std::string_view file, RouterCo
 }
 
 Result<RouterConfig> load_router_file(const std::string& path) {
-    toml::table t;
-    try {
-        t = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorCode::kInvalidFile, "{}:{}: {}", path, e.source().begin.line,
-                          e.description());
-    }
+    PAGODA_ASSIGN_OR_RETURN(toml::table t, parse_toml_file(path));
     RouterConfig c;
     TomlReader r{path};
     r.only(t, "", {"router", "schedule"});
