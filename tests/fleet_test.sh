@@ -138,10 +138,28 @@ switch_run() {
     expect_eq "$name: pre-warm, 10%, 100% in order, audited" "$(events "$name" '[(k, d.get("percent")) for k, d in ev if k in ("schedule_prewarm", "rollout_step", "fleet_prewarmed")]')" "[('schedule_prewarm', None), ('fleet_prewarmed', None), ('rollout_step', 10.0), ('rollout_step', 100.0)]"
     expect_eq "$name: each at its scheduled time (router clock, +-2 s)" "$(events "$name" '[abs(d["at_s"] - t) < 2 for (k, d), t in zip([e for e in ev if e[0] == "rollout_step"], (15.5, 30.5))]')" "[True, True]"
     expect_eq "$name: the night pool served the last part" "$(curl -s "http://127.0.0.1:$RPORT/metrics" | grep '^pagoda_router_requests_total{pool="night"' | awk '{s += $2} END {print (s > 50)}')" "1"
+    if [ "$name" == sim-switch ]; then  # a crashed replica is restarted, audited
+        local pid
+        pid=$(curl -s "http://127.0.0.1:$RPORT/admin/fleet" | jq_ 'd["replicas"][0]["pid"]')
+        kill -9 "$pid"
+        sleep 2.5
+        expect_eq "$name: kill -9 a replica: restarted after 1 s" "$(curl -s "http://127.0.0.1:$RPORT/admin/fleet" | jq_ '(d["replicas"][0]["restarts"], d["replicas"][0]["pid"] not in (0, '"$pid"'), d["replicas"][0]["last_exit"])')" "(1, True, 'signal 9')"
+        expect_eq "$name: the exit is in the audit log" "$(events "$name" '[d["exit"] for k, d in ev if k == "fleet_replica_exit"]')" "['signal 9']"
+    fi
     fleet_down "$name"
 }
 switch_run sim-switch "$SIM" 40
 switch_run cpu-switch 'backend = "cpu"' 20
+
+# A profile that cannot start: restarted with backoff, then reported with its log file.
+fleet_file failing "" "max-model-len = 999999" '"20:00 shift night 10%"'
+sed -i 's/^start = "prewarm"$/start = "up"/' "$TMP/failing.toml"
+fleet_up failing || true
+for _ in $(seq 150); do grep -q fleet_replica_failing "$TMP/failing.log" && break; sleep 0.1; done
+expect_in "a replica that keeps exiting is reported, naming its log" "fleet_replica_failing pool=night profile=night .*see .*night-[0-9]*.log" "$TMP/failing.log"
+expect_in "and its log says why" "max_model_len 999999 exceeds" "$TMP/state-failing/fleet-failing/night-$((BASE + 1)).log"
+expect_eq "the day pool serves meanwhile" "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$RPORT/v1/completions" -d '{"prompt":"Hi","max_tokens":2}')" "200"
+fleet_down failing
 
 # 4. The breaker: the night profile made twice as slow; 10% at +0.5 s, 100% due at +15.5 s.
 fleet_file breaker "" "sim-speed = 0.5" '"20:00 shift night 10%", "20:30 shift night 100%"'

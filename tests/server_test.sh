@@ -181,7 +181,9 @@ for i in $(seq 256); do
     curl -sN "$(URL /v1/completions)" -d "{\"prompt\": \"Story $i\", \"max_tokens\": 24, \"ignore_eos\": true, \"stream\": true}" >"$TMP/st$i" 2>&1 &
     SP5+=($!)
 done
-for _ in $(seq 200); do
+# Scrape until one catches requests running (a loaded CI host may take seconds to start
+# the 256 clients; the loop ends at the first such scrape).
+for _ in $(seq 1000); do
     curl -s "$(URL /metrics)" >"$TMP/metrics_load"
     grep -q '^pagoda_num_requests_running{.*} [1-9]' "$TMP/metrics_load" && break
     sleep 0.02

@@ -1,4 +1,4 @@
-"""A misbehaving OpenAI-compatible backend for the router tests (tests/router_test.sh).
+"""A misbehaving OpenAI-compatible backend for the router tests (tests/router_e2e_test.sh).
 
 Usage: fake_backend.py MODE PORT
   garbage: /ready and /health answer 200; generation answers 200 text/event-stream with

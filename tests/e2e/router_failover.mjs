@@ -1,4 +1,4 @@
-// Failover through `pagoda router` with the official openai Node client (tests/router_test.sh).
+// Failover through `pagoda router` with the official openai Node client (tests/router_e2e_test.sh).
 // Usage: node router_failover.mjs ROUTER_URL DIRECT_URL PID_TO_KILL
 // Sends 32 streaming greedy requests (completions and chat) through the router, kills the
 // given replica with SIGKILL once every stream has produced tokens, and checks that every

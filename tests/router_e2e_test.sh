@@ -6,7 +6,7 @@
 # client), a shedding replica gets no new traffic and the standby pool takes it, the DR pool
 # when every other pool is down and by the severe hook, misbehaving backends (garbage, hang,
 # 500) with bounded retries, the router's own 429 with Retry-After, and configuration errors.
-# Usage: router_test.sh PAGODA_BIN SOURCE_DIR
+# Usage: router_e2e_test.sh PAGODA_BIN SOURCE_DIR
 set -u
 BIN=$1
 SRC=$2
@@ -129,6 +129,18 @@ print("".join(c["text"] for e in ev[:-1] for c in json.loads(e)["choices"]) == s
 expect_eq "bounded: the 8 requests took under 20 s" "$(python3 -c "import time; print(time.time() - $t0 < 20)")" "True"
 expect_eq "the bad backends were ejected, requests retried" "$(test "$(metric pagoda_router_ejections_total)" -ge 2 && test "$(metric pagoda_router_retries_total)" -ge 2 && echo yes)" "yes"
 
+# A client that leaves while its request waits on a hung backend: the upstream call ends.
+cat >"$TMP/hang.toml" <<TOML
+[router]
+[[router.pools]]
+name = "hung"
+backends = ["http://127.0.0.1:18932"]
+TOML
+start_router "$TMP/r5.log" --config "$TMP/hang.toml" || exit 1
+curl -s -m 1 -o /dev/null "$(R /v1/completions)" -d '{"prompt":"Hi","max_tokens":2,"stream":true}'
+sleep 0.5
+expect_eq "a client that disconnects cancels the upstream request" "$(metric 'pagoda_router_backend_outstanding_requests{pool="hung"')" "0"
+
 # 6. Every pool saturated: the router's own 429 with Retry-After.
 cat >"$TMP/sat.toml" <<TOML
 [router]
@@ -176,5 +188,5 @@ expect_eq "unknown key: FILE:LINE:KEY" "$("$BIN" router --config "$TMP/typo.toml
 out=$("$BIN" router 2>&1); rc=$?
 expect_eq "no backends: a clear error" "$rc $(echo "$out" | grep -c 'give --backend URL')" "1 1"
 
-echo "router_test: $passed passed, $failed failed"
+echo "router_e2e_test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
