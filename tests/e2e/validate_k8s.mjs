@@ -1,5 +1,5 @@
 // Validates `pagoda fleet render --target kubernetes` output against the Kubernetes schemas
-// offline (the kubernetes-models package), object by object (tests/router_e2e_test.sh).
+// offline (the kubernetes-models package), object by object (tests/fleet_test.sh).
 // Usage: node validate_k8s.mjs MANIFESTS.yaml [ROUTER_TOML_OUT]
 // Writes the router ConfigMap's router.toml to ROUTER_TOML_OUT when given.
 import { readFileSync, writeFileSync } from "node:fs";
