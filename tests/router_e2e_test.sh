@@ -129,6 +129,24 @@ print("".join(c["text"] for e in ev[:-1] for c in json.loads(e)["choices"]) == s
 expect_eq "bounded: the 8 requests took under 20 s" "$(python3 -c "import time; print(time.time() - $t0 < 20)")" "True"
 expect_eq "the bad backends were ejected, requests retried" "$(test "$(metric pagoda_router_ejections_total)" -ge 2 && test "$(metric pagoda_router_retries_total)" -ge 2 && echo yes)" "yes"
 
+# Backends without token ids (vLLM-like, tests/e2e/fake_backend.py words): a stream whose
+# backend closes after 3 chunks is resumed from text, completions and chat alike.
+python3 "$SRC/tests/e2e/fake_backend.py" dying 18934 & PIDS+=("$!")
+python3 "$SRC/tests/e2e/fake_backend.py" words 18935 & PIDS+=("$!")
+sleep 0.5
+start_router "$TMP/r6.log" --backend http://127.0.0.1:18934 --standby http://127.0.0.1:18935 || exit 1
+text_of() {  # FILE CHAT: the streamed text and the usage's completion tokens
+    python3 -c '
+import json,sys
+ev=[json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: {")]
+t="".join((c["delta"].get("content", "") if sys.argv[2] == "1" else c["text"]) for e in ev for c in e["choices"])
+print(t, [e["usage"]["completion_tokens"] for e in ev if e.get("usage")])' "$1" "$2"
+}
+curl -sN "$(R /v1/completions)" -d '{"prompt":"a b c","max_tokens":8,"stream":true,"stream_options":{"include_usage":true}}' >"$TMP/words1"
+expect_eq "text resumption (completions): the words continue where they broke off" "$(text_of "$TMP/words1" 0)" " w3 w4 w5 w6 w7 w8 w9 w10 [8]"
+curl -sN "$(R /v1/chat/completions)" -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":6,"stream":true,"stream_options":{"include_usage":true}}' >"$TMP/words2"
+expect_eq "text resumption (chat, continue_final_message)" "$(text_of "$TMP/words2" 1)" " w0 w1 w2 w3 w4 w5 [6]"
+
 # A client that leaves while its request waits on a hung backend: the upstream call ends.
 cat >"$TMP/hang.toml" <<TOML
 [router]
