@@ -198,6 +198,17 @@ expect_eq "dns: the name's address is a backend" "$(curl -s "$(R /admin/pools)" 
 expect_eq "an API key is required" "$(curl -s -o /dev/null -w '%{http_code}' "$(R /v1/completions)" -d '{"prompt":"Hi","max_tokens":2}')" "401"
 expect_eq "and accepted" "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer sesame' "$(R /v1/completions)" -d '{"prompt":"Hi","max_tokens":2}')" "200"
 
+# A pool with no healthy backend: /ready says so, requests get a 503 that says why.
+"$BIN" router --port 0 --backend http://127.0.0.1:1 2>"$TMP/r7.log" &
+PIDS+=("$!")
+for _ in $(seq 100); do
+    RPORT=$(grep -o 'router_listening url=http://127.0.0.1:[0-9]*' "$TMP/r7.log" | head -1 | sed 's/.*://')
+    [ -n "$RPORT" ] && break
+    sleep 0.05
+done
+expect_eq "no healthy backend: /ready 503" "$(curl -s -o /dev/null -w '%{http_code}' "$(R /ready)")" "503"
+expect_eq "and a request gets 503 naming the cause" "$(curl -s -w ' %{http_code}' "$(R /v1/completions)" -d '{"prompt":"Hi"}' | python3 -c 'import json,sys; b,c=sys.stdin.read().rsplit(" ",1); print(json.loads(b)["error"]["message"], c)')" "no healthy backend in any pool 503"
+
 # 8. Bad configuration.
 out=$("$BIN" router --backend https://example.com:443 2>&1); rc=$?
 expect_eq "https backend: exit 1 with the reason" "$rc $(echo "$out" | grep -c 'https')" "1 1"
