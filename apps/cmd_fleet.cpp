@@ -318,11 +318,16 @@ void add_fleet(CLI::App& app, std::function<int()>& action) {
     ca->add_option("--pool", f->pool, "The candidate pool (instead of --profile)");
     ca->add_option("--weight", f->weight, "The candidate's share, as 5%")->capture_default_str();
     ca->callback([f, &action] { action = [f] { return run_canary(*f); }; });
-    for (const char* a : {"pause", "resume", "promote", "abort"}) {
-        sub(fleet, f, a, "Act on the running switch or canary by hand (audited)")
-            ->callback([f, &action, a] {
-                action = [f, a] { return post_rollout(*f, {{"action", a}}); };
-            });
+    const std::pair<const char*, const char*> hand[] = {
+        {"pause", "Pause the running switch or canary: weights hold (audited)"},
+        {"resume", "Resume a paused or rolled-back switch (audited)"},
+        {"promote", "Give the target or candidate pool all the traffic now (audited)"},
+        {"abort", "Put the weights back as they were before the switch or canary (audited)"}};
+    for (const auto& [a, help] : hand) {
+        const std::string act = a;
+        sub(fleet, f, a, help)->callback([f, &action, act] {
+            action = [f, act] { return post_rollout(*f, {{"action", act}}); };
+        });
     }
     CLI::App* re = sub(fleet, f, "render", "Write the fleet as Kubernetes manifests (YAML)");
     re->add_option("--target", f->target, "kubernetes")->capture_default_str();

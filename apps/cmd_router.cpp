@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <mutex>
@@ -28,9 +29,9 @@ struct RouterFlags {
     int port = -1;     // -1 = the file's, else 9000
     std::vector<std::string> api_keys, admin_keys;
     std::string state_dir;
-    std::string session_header = "x-session-id";
-    double health_interval_s = 1;
-    int max_retries = 2;
+    std::string session_header;     // "" = the file's, else x-session-id
+    double health_interval_s = -1;  // < 0 = the file's, else 1
+    int max_retries = -1;           // < 0 = the file's, else 2
     ClockFlags clock;
     bool check = false;
 };
@@ -39,11 +40,13 @@ Result<router::RouterConfig> router_config(const RouterFlags& f) {
     router::RouterConfig c;
     if (!f.config.empty()) {
         PAGODA_ASSIGN_OR_RETURN(c, router::load_router_file(f.config));
-    } else {
-        c.session_header = f.session_header;
-        c.health_interval_s = f.health_interval_s;
-        c.max_retries = f.max_retries;
     }
+    if (!f.session_header.empty()) {
+        c.session_header = f.session_header;
+        for (auto& ch : c.session_header) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    }
+    if (f.health_interval_s >= 0) c.health_interval_s = f.health_interval_s;
+    if (f.max_retries >= 0) c.max_retries = f.max_retries;
     auto add = [&](const char* name, router::PoolRole role, const std::vector<std::string>& urls) {
         if (urls.empty()) return;
         router::PoolConfig p;
@@ -172,15 +175,13 @@ void add_router(CLI::App& app, std::function<int()>& action) {
                   "Directory of the state db that records the audit log (default "
                   "$XDG_STATE_HOME/pagoda)");
     c->add_option("--session-header", f->session_header,
-                  "Requests with the same value of this header go to the same backend")
-        ->capture_default_str();
+                  "Requests with the same value of this header go to the same backend "
+                  "(default x-session-id)");
     c->add_option("--health-interval", f->health_interval_s,
-                  "Seconds between active checks of /ready and /metrics")
-        ->capture_default_str()
+                  "Seconds between active checks of /ready and /metrics (default 1)")
         ->check(CLI::Range(0.05, 3600.0));
     c->add_option("--max-retries", f->max_retries,
-                  "Other backends tried before the first byte reaches the client")
-        ->capture_default_str()
+                  "Other backends tried before the first byte reaches the client (default 2)")
         ->check(CLI::Range(0, 100));
     c->add_option("--schedule-clock-scale", f->clock.clock_scale,
                   "Run the schedule's clock this many times faster than real time (rehearsals: "
