@@ -19,16 +19,29 @@ int64_t length_of(const json& o) {
                            : 0;
 }
 
-// o[lo:hi] with Python's negative indices and clamping, for lists and strings.
-json slice_of(const json& o, const Expr& lo, const Expr& hi, Scope& s) {
+// o[lo:hi:step] with Python's rules (negative indices, clamping, negative steps), for lists
+// and strings (strings by byte, as the templates' ASCII slicing needs).
+json slice_of(const json& o, const Expr& lo, const Expr& hi, const Expr& step_e, Scope& s,
+              int line) {
     const int64_t n = length_of(o);
-    auto norm = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
-    const int64_t b = lo ? norm(lo(s).get<int64_t>()) : 0, e = hi ? norm(hi(s).get<int64_t>()) : n;
+    const int64_t step = step_e ? step_e(s).get<int64_t>() : 1;
+    if (step == 0) fail(line, "slice step cannot be zero");
+    auto norm = [n, step](int64_t i) {
+        if (i < 0) i += n;
+        return step > 0 ? std::clamp<int64_t>(i, 0, n) : std::clamp<int64_t>(i, -1, n - 1);
+    };
+    const int64_t b = lo ? norm(lo(s).get<int64_t>()) : (step > 0 ? 0 : n - 1);
+    const int64_t e = hi ? norm(hi(s).get<int64_t>()) : (step > 0 ? n : -1);
+    std::vector<size_t> idx;
+    for (int64_t i = b; step > 0 ? i < e : i > e; i += step) idx.push_back(size_t(i));
     if (o.is_string()) {
-        return json(e > b ? o.get<std::string>().substr(size_t(b), size_t(e - b)) : "");
+        const std::string& str = o.get_ref<const std::string&>();
+        std::string out;
+        for (size_t i : idx) out += str[i];
+        return json(out);
     }
     json out = json::array();
-    for (int64_t i = b; i < e; ++i) out.push_back(o[size_t(i)]);
+    for (size_t i : idx) out.push_back(o[i]);
     return out;
 }
 
@@ -253,8 +266,9 @@ class ExprParser {
                 const std::string k = name();
                 ++p_;
                 Expr v = expr();
-                if (kwargs == nullptr)
-                    fail(line_, "keyword arguments are only supported by namespace()");
+                if (kwargs == nullptr) {
+                    fail(line_, "keyword arguments are only supported by namespace() and filters");
+                }
                 kwargs->emplace_back(k, v);
             } else {
                 args.push_back(expr());
@@ -303,16 +317,24 @@ class ExprParser {
     }
     // a[k] or a[lo:hi], after the '['
     Expr subscript(Expr a) {
-        Expr lo, hi;
+        Expr lo, hi, step;
         bool slice = false;
         if (!is_op(":")) lo = expr();
         if (is_op(":")) {
             slice = true;
             ++p_;
-            if (!is_op("]")) hi = expr();
+            if (!is_op("]") && !is_op(":")) hi = expr();
+            if (is_op(":")) {
+                ++p_;
+                if (!is_op("]")) step = expr();
+            }
         }
         expect_op("]");
-        if (slice) return [a, lo, hi](Scope& s) { return slice_of(a(s), lo, hi, s); };
+        if (slice) {
+            const int line = line_;
+            return
+                [a, lo, hi, step, line](Scope& s) { return slice_of(a(s), lo, hi, step, s, line); };
+        }
         return [a, lo](Scope& s) { return item_of(a(s), lo(s)); };
     }
     // a | f or a | f(args), after the '|'
@@ -320,9 +342,13 @@ class ExprParser {
         const int line = line_;
         const std::string f = name();
         std::vector<Expr> args;
-        if (is_op("(")) args = call_args();
-        return
-            [a, f, args, line](Scope& s) { return apply_filter(f, a(s), eval_all(args, s), line); };
+        std::vector<std::pair<std::string, Expr>> kwargs;
+        if (is_op("(")) args = call_args(&kwargs);
+        return [a, f, args, kwargs, line](Scope& s) {
+            json kw = json::object();
+            for (const auto& [k, v] : kwargs) kw[k] = v(s);
+            return apply_filter(f, a(s), eval_all(args, s), line, kw);
+        };
     }
     Expr primary() {
         const Tok t = peek();

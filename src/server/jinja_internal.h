@@ -27,8 +27,13 @@ struct JinjaError : std::runtime_error {
 const json& undefined();
 inline bool is_undef(const json& v) { return v.is_discarded(); }
 bool truthy(const json& v);
-void py_json(const json& v, std::string& out);  // Python json.dumps style: ", " and ": "
-std::string to_str(const json& v);              // as Jinja prints a value
+// Python json.dumps: ", " and ": " separators, or with indent >= 0 newlines and "," items.
+struct JsonStyle {
+    int indent = -1;
+    bool ensure_ascii = false;
+};
+void py_json(const json& v, std::string& out, const JsonStyle& st = {}, int depth = 0);
+std::string to_str(const json& v);  // as Jinja prints a value
 
 // Variables: a stack of frames, innermost last.
 struct Scope {
@@ -41,7 +46,8 @@ using Expr = std::function<json(Scope&)>;
 
 // Operations on values (jinja_value.cpp).
 json call_method(const json& obj, const std::string& m, const std::vector<json>& a, int line);
-json apply_filter(const std::string& f, const json& v, const std::vector<json>& a, int line);
+json apply_filter(const std::string& f, const json& v, const std::vector<json>& a, int line,
+                  const json& kwargs = json::object());
 bool apply_test(const std::string& t, const json& v, const std::vector<json>& a, int line);
 json arith(const std::string& op, const json& l, const json& r, int line);
 bool less(const json& l, const json& r, int line);

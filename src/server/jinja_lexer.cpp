@@ -128,6 +128,23 @@ void trim_after_tag(std::string& text, TrimNext how) {
     }
 }
 
+// The end of a tag: the first `close` after `from` that is not inside a quoted string
+// ({{ '}}' }} is an expression printing "}}"). Comments have no strings.
+size_t find_close(const std::string& src, size_t from, const char* close, bool strings) {
+    for (size_t i = from; i + 1 < src.size(); ++i) {
+        const char c = src[i];
+        if (strings && (c == '\'' || c == '"')) {
+            for (++i; i < src.size() && src[i] != c; ++i) {
+                if (src[i] == '\\') ++i;
+            }
+            if (i >= src.size()) return std::string::npos;
+            continue;
+        }
+        if (c == close[0] && src[i + 1] == close[1]) return i;
+    }
+    return std::string::npos;
+}
+
 }  // namespace
 
 std::vector<Piece> split_template(const std::string& src) {
@@ -156,7 +173,7 @@ std::vector<Piece> split_template(const std::string& src) {
         if (!text.empty()) out.push_back({Piece::kText, text, line});
         count_lines(i, open);
         const char* close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
-        const size_t end = src.find(close, open + 2);
+        const size_t end = find_close(src, open + 2, close, kind != '#');
         if (end == std::string::npos) fail(line, fmt::format("'{}{}' is never closed", '{', kind));
         const size_t body_start = open + 2 + (minus_open || plus_open ? 1 : 0);
         size_t body_end = end;

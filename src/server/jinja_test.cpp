@@ -101,6 +101,39 @@ TEST(Jinja, Expressions) {
 namespace pagoda::server {
 namespace {
 
+// Expected text rendered by Python jinja2 3.1.6 (ImmutableSandboxedEnvironment, trim_blocks,
+// lstrip_blocks, transformers' tojson) for the same template and context.
+TEST(Jinja, SlicesWithStepsTojsonKeywordsAndTagEndsInStrings) {
+    auto t = jinja::Template::parse(
+        "{{ xs[::-1] }}|{{ xs[1::2] }}|{{ xs[-2:] }}|{{ xs[:-1:2] }}|{{ 'hello'[::-1] }}|"
+        "{{ xs[5:1:-2] }}|{{ '}}' }}|{% set s = '%}' %}{{ s }}|{{ d | tojson(indent=2) }}|"
+        "{{ d | tojson }}|{{ e | tojson(indent=4) }}|{{ '\u00e9' | tojson(ensure_ascii=True) }}|"
+        "{{ '\u00e9' | tojson }}");
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    const nlohmann::json ctx = {
+        {"xs", {1, 2, 3, 4, 5, 6}},
+        {"d", {{"a", {1, {{"b", nullptr}}}}, {"c", "x"}}},
+        {"e", {{"k", nlohmann::json::array()}, {"m", nlohmann::json::object()}}}};
+    auto r = t->render(ctx);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(*r,
+              "[6, 5, 4, 3, 2, 1]|[2, 4, 6]|[5, 6]|[1, 3, 5]|olleh|[6, 4]|}}|%}|{\n  \"a\": [\n    "
+              "1,\n    {\n      \"b\": null\n    }\n  ],\n  \"c\": \"x\"\n}|{\"a\": [1, "
+              "{\"b\": null}], \"c\": \"x\"}|{\n    \"k\": [],\n    \"m\": {}\n}|\"\\u00e9\"|"
+              "\"\u00e9\"");
+    auto z = jinja::Template::parse("{{ xs[::0] }}");
+    ASSERT_TRUE(z.ok());
+    auto zr = z->render(ctx);
+    ASSERT_FALSE(zr.ok());
+    EXPECT_NE(zr.error().message.find("slice step cannot be zero"), std::string::npos);
+    auto k = jinja::Template::parse("{{ xs | join(sep=',') }}");
+    ASSERT_TRUE(k.ok());
+    auto kr = k->render(ctx);
+    ASSERT_FALSE(kr.ok());
+    EXPECT_NE(kr.error().message.find("filter 'join' takes no keyword argument 'sep'"),
+              std::string::npos);
+}
+
 TEST(ChatTemplate, ModelTemplateFromGgufRendersWithJinja) {
     auto g = model::open_gguf(std::string(PAGODA_SOURCE_DIR) +
                               "/testdata/tokenizer-vectors/ggml-vocab-phi-3.gguf");

@@ -25,28 +25,36 @@ bool truthy(const json& v) {
     return true;
 }
 
-void py_json(const json& v, std::string& out) {
-    if (v.is_object()) {
-        out += "{";
+void py_json(const json& v, std::string& out, const JsonStyle& st, int depth) {
+    const bool nl = st.indent >= 0;
+    auto newline = [&](int d) {
+        out += '\n';
+        out.append(size_t(st.indent) * size_t(d), ' ');
+    };
+    const char* sep = nl ? "," : ", ";
+    if (v.is_object() || v.is_array()) {
+        const bool obj = v.is_object();
+        out += obj ? "{" : "[";
+        if (v.empty()) {
+            out += obj ? "}" : "]";
+            return;
+        }
         bool first = true;
         for (const auto& [k, x] : v.items()) {
-            if (!first) out += ", ";
+            if (!first) out += sep;
             first = false;
-            out += json(k).dump(-1, ' ', false, json::error_handler_t::replace) + ": ";
-            py_json(x, out);
+            if (nl) newline(depth + 1);
+            if (obj)
+                out +=
+                    json(k).dump(-1, ' ', st.ensure_ascii, json::error_handler_t::replace) + ": ";
+            py_json(x, out, st, depth + 1);
         }
-        out += "}";
-    } else if (v.is_array()) {
-        out += "[";
-        for (size_t i = 0; i < v.size(); ++i) {
-            if (i) out += ", ";
-            py_json(v[i], out);
-        }
-        out += "]";
+        if (nl) newline(depth);
+        out += obj ? "}" : "]";
     } else if (is_undef(v)) {
         out += "null";
     } else {
-        out += v.dump(-1, ' ', false, json::error_handler_t::replace);
+        out += v.dump(-1, ' ', st.ensure_ascii, json::error_handler_t::replace);
     }
 }
 
@@ -185,18 +193,42 @@ json call_method(const json& obj, const std::string& m, const std::vector<json>&
                            is_undef(obj) ? "undefined value" : obj.type_name()));
 }
 
-json apply_filter(const std::string& f, const json& v, const std::vector<json>& a, int line) {
+namespace {
+
+// transformers' tojson: json.dumps(x, ensure_ascii=False, indent=None, ...).
+json tojson(const json& v, const std::vector<json>& a, const json& kw, int line) {
+    JsonStyle st;
+    for (const auto& [k, x] : kw.items()) {
+        if (k == "indent" && (x.is_number_integer() || x.is_null())) {
+            st.indent = x.is_null() ? -1 : int(x.get<int64_t>());
+        } else if (k == "ensure_ascii" && x.is_boolean()) {
+            st.ensure_ascii = x.get<bool>();
+        } else if (k != "sort_keys" || !x.is_boolean()) {  // keys are kept sorted already
+            fail(line, fmt::format("tojson: keyword argument '{}' is not supported (indent, "
+                                   "ensure_ascii, sort_keys)",
+                                   k));
+        }
+    }
+    if (a.size() == 1 && a[0].is_number_integer()) st.indent = int(a[0].get<int64_t>());
+    std::string s;
+    py_json(v, s, st);
+    return s;
+}
+
+}  // namespace
+
+json apply_filter(const std::string& f, const json& v, const std::vector<json>& a, int line,
+                  const json& kw) {
+    if (!kw.empty() && f != "tojson") {
+        fail(line, fmt::format("filter '{}' takes no keyword argument '{}'", f, kw.begin().key()));
+    }
     if (f == "trim") return call_method(json(to_str(v)), "strip", {}, line);
     if (f == "length" || f == "count") {
         if (v.is_string()) return json(v.get_ref<const std::string&>().size());
         if (v.is_array() || v.is_object()) return json(v.size());
         return json(0);
     }
-    if (f == "tojson") {
-        std::string s;
-        py_json(v, s);
-        return s;
-    }
+    if (f == "tojson") return tojson(v, a, kw, line);
     if (f == "upper" || f == "lower" || f == "capitalize" || f == "title")
         return call_method(json(to_str(v)), f, {}, line);
     if (f == "string") return to_str(v);
