@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <future>
+#include <thread>
 
 #include "base/log.h"
 #include "router/router_core.h"
@@ -250,6 +252,13 @@ void Router::stop() {
     core_->stopping = true;
     if (core_->health_thread.joinable()) core_->health_thread.join();
     if (core_->server) core_->server->stop();
+    // Closing the connections cancels the calls in flight; wait for them to let go of the
+    // core, so that the last reference (and the backends' clients) is dropped here and
+    // never on a backend's own I/O thread, which cannot join itself.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (core_.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
 }
 
 Status Router::set_weights(const std::map<std::string, double>& w, const std::string& reason) {
