@@ -27,6 +27,13 @@ start_router() {  # LOG ARGS...: sets RPORT
     echo "router did not become ready:"; cat "$log"; return 1
 }
 R() { echo "http://127.0.0.1:$RPORT$1"; }
+until_true() {  # SECONDS COMMAND: polls COMMAND every 0.1 s until it succeeds
+    local n=$(($1 * 10))
+    shift
+    for _ in $(seq "$n"); do eval "$@" && return 0; sleep 0.1; done
+    return 1
+}
+pools() { curl -s "$(R /admin/pools)" | jq_ "$1"; }
 metric() {  # NAME_AND_LABELS: its value on the router's /metrics, or 0
     curl -s "$(R /metrics)" | grep -F "$1" | awk '{s += $2} END {print s + 0}'
 }
@@ -68,14 +75,16 @@ else
 fi
 
 expect_eq "streams were resumed on the other replica" "$(test "$(metric 'pagoda_router_resumptions_total{pool="primary"}')" -gt 0 && echo yes)" "yes"
-sleep 1.5
+a_down() { [ "$(pools '[b["up"] for b in d["pools"][0]["backends"]]')" == "[False, True]" ]; }
+until_true 15 a_down
 expect_eq "the dead replica is marked down" "$(curl -s "$(R /admin/pools)" | jq_ '[b["up"] for b in d["pools"][0]["backends"]]')" "[False, True]"
 
 # 3. A replica shedding (its critical alert fired) gets no new traffic: the standby takes it.
 am='{"version":"4","status":"firing","receiver":"pagoda","groupLabels":{},"commonLabels":{"alertname":"X","severity":"critical"},"commonAnnotations":{},"externalURL":"","alerts":[{"status":"firing","labels":{"alertname":"ExternalCritical","severity":"critical"},"annotations":{"summary":"test"},"startsAt":"2026-12-04T01:00:00Z","endsAt":"0001-01-01T00:00:00Z","generatorURL":"","fingerprint":"f1"}]}'
 curl -s "http://127.0.0.1:$B/admin/alerts/webhook" -d "$am" >/dev/null
 expect_eq "replica B answers /ready 503 shedding" "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$B/ready")" "503"
-sleep 1.5
+b_shedding() { [ "$(pools 'd["pools"][0]["backends"][1]["shedding"]')" == "True" ]; }
+until_true 15 b_shedding
 before_b=$(metric "pagoda_router_requests_total{pool=\"primary\",backend=\"http://127.0.0.1:$B\"")
 before_s=$(metric 'pagoda_router_requests_total{pool="standby"')
 for i in $(seq 6); do curl -s -o /dev/null "$(R /v1/completions)" -d '{"prompt":"Hello","max_tokens":4}'; done
@@ -89,7 +98,8 @@ for i in $(seq 4); do curl -s -o /dev/null "$(R /v1/completions)" -d '{"prompt":
 expect_eq "POST /admin/dr: the DR pool takes every request" "$(( $(metric 'pagoda_router_requests_total{pool="dr"') - before_d ))" "4"
 curl -s "$(R /admin/dr)" -d '{"active":false}' >/dev/null
 kill -9 "$PC"
-sleep 1.5
+c_down() { [ "$(pools 'd["pools"][1]["backends"][0]["up"]')" == "False" ]; }
+until_true 15 c_down
 before_d=$(metric 'pagoda_router_requests_total{pool="dr"')
 codes=$(for i in $(seq 4); do curl -s -o /dev/null -w '%{http_code} ' "$(R /v1/completions)" -d '{"prompt":"Hello","max_tokens":4}'; done)
 expect_eq "primary shedding or dead and standby dead: DR serves" "$codes/$(( $(metric 'pagoda_router_requests_total{pool="dr"') - before_d ))" "200 200 200 200 /4"
@@ -159,21 +169,25 @@ curl -s -m 1 -o /dev/null "$(R /v1/completions)" -d '{"prompt":"Hi","max_tokens"
 sleep 0.5
 expect_eq "a client that disconnects cancels the upstream request" "$(metric 'pagoda_router_backend_outstanding_requests{pool="hung"')" "0"
 
-# 6. Every pool saturated: the router's own 429 with Retry-After.
+# 6. Every pool saturated: the router's own 429 with Retry-After. The one backend hangs,
+#    so the first request holds the only slot (max_outstanding = 1) until the client leaves.
 cat >"$TMP/sat.toml" <<TOML
 [router]
 max_outstanding = 1
 retry_after_s = 2
 [[router.pools]]
 name = "one"
-backends = ["http://127.0.0.1:$D"]
+backends = ["http://127.0.0.1:18932"]
 TOML
 start_router "$TMP/r3.log" --config "$TMP/sat.toml" || exit 1
-for i in $(seq 6); do curl -s -o /dev/null -D "$TMP/h$i" -w '%{http_code}\n' "$(R /v1/completions)" -d '{"prompt":"Once","max_tokens":200,"ignore_eos":true}' >"$TMP/c$i" & done
-wait_codes() { for i in $(seq 6); do for _ in $(seq 100); do [ -s "$TMP/c$i" ] && break; sleep 0.1; done; cat "$TMP/c$i"; done; }
-codes=$(wait_codes | sort | uniq -c | awk '{print $2}' | tr '\n' ' ')
-expect_eq "saturated: some 200, the rest 429" "$codes" "200 429 "
-expect_eq "the 429 carries Retry-After" "$(grep -il '^retry-after: 2' "$TMP"/h* | wc -l | tr -d ' ')" "$(grep -l ' 429' "$TMP"/h* | wc -l | tr -d ' ')"
+curl -s -m 4 -o /dev/null "$(R /v1/completions)" -d '{"prompt":"Once","max_tokens":2}' &
+held=$!
+held_one() { [ "$(metric 'pagoda_router_backend_outstanding_requests{pool="one"')" == "1" ]; }
+until_true 10 held_one
+codes=$(for i in $(seq 3); do curl -s -o /dev/null -D "$TMP/h$i" -w '%{http_code} ' "$(R /v1/completions)" -d '{"prompt":"Once","max_tokens":2}'; done)
+expect_eq "saturated: the next requests get 429" "$codes" "429 429 429 "
+expect_eq "the 429 carries Retry-After" "$(grep -il '^retry-after: 2' "$TMP"/h1 "$TMP"/h2 "$TMP"/h3 | wc -l | tr -d ' ')" "3"
+wait "$held"
 
 # 7. Discovery: a backends file re-read on change, a DNS name re-resolved; API keys.
 echo "http://127.0.0.1:$D  # the DR replica" >"$TMP/backends.txt"
@@ -192,7 +206,8 @@ TOML
 start_router "$TMP/r4.log" --config "$TMP/disc.toml" || exit 1
 expect_eq "backends_file: its backend" "$(curl -s "$(R /admin/pools)" | jq_ '[b["url"] for b in d["pools"][0]["backends"]]')" "['http://127.0.0.1:$D']"
 echo "http://127.0.0.1:$B" >>"$TMP/backends.txt"
-sleep 1
+two_filed() { [ "$(pools 'len(d["pools"][0]["backends"])')" == "2" ]; }
+until_true 10 two_filed
 expect_eq "backends_file: a line added is picked up" "$(curl -s "$(R /admin/pools)" | jq_ 'sorted(b["url"] for b in d["pools"][0]["backends"])')" "$(python3 -c "print(sorted(['http://127.0.0.1:$D', 'http://127.0.0.1:$B']))")"
 expect_eq "dns: the name's address is a backend" "$(curl -s "$(R /admin/pools)" | jq_ '"http://127.0.0.1:'"$D"'" in [b["url"] for b in d["pools"][1]["backends"]]')" "True"
 expect_eq "an API key is required" "$(curl -s -o /dev/null -w '%{http_code}' "$(R /v1/completions)" -d '{"prompt":"Hi","max_tokens":2}')" "401"
