@@ -97,7 +97,8 @@ int run_make_test(const MakeTestFlags& f) {
 }  // namespace
 
 void add_model(CLI::App& app, std::function<int()>& action) {
-    CLI::App* m = app.add_subcommand("model", "Inspect models and write random-weight test models");
+    CLI::App* m = app.add_subcommand(
+        "model", "Inspect models, render chat prompts, write random-weight test models");
     m->require_subcommand(1);
     auto path = std::make_shared<std::string>();
     CLI::App* info = m->add_subcommand(
@@ -119,6 +120,7 @@ void add_model(CLI::App& app, std::function<int()>& action) {
     mk->add_option("--seed", f->seed, "Random seed")->capture_default_str();
     mk->add_option("-o,--output", f->out, "Output .gguf path")->required();
     mk->callback([f, &action] { action = [f] { return run_make_test(*f); }; });
+    add_render_chat(m, action);
 }
 
 }  // namespace pagoda::app

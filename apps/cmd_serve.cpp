@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "apps/chat_flags.h"
 #include "apps/cli_common.h"
 #include "apps/commands.h"
 #include "apps/config_admin.h"
@@ -62,6 +63,7 @@ struct ServeFlags {
     bool vllm_metrics = true;
     size_t max_body = 8u << 20;
     EngineFlags engine;
+    ChatFlags chat;
     AlertFlags alerts;
     WarmFlags warm;
 };
@@ -245,6 +247,14 @@ int run_serve(const ServeFlags& f) {
     auto scfg = server_config(f, *ctl);
     if (!scfg.ok()) return fail(scfg.error());
     server::ServerConfig& sc = *scfg;
+    auto chat_opts = chat_options(f.chat);
+    if (!chat_opts.ok()) return fail(chat_opts.error());
+    sc.chat = server::ChatTemplate::create((**m).tokenizer().vocab(), std::move(chat_opts).value());
+    if (!sc.chat->load_error().empty()) {
+        log_error("chat_template unusable=\"{}\"", sc.chat->load_error());
+    } else {
+        log_info("chat_template renderer=\"{}\"", sc.chat->description());
+    }
     auto plane = control::ControlPlane::open(**eng, *ctl);
     if (!plane.ok()) return fail(plane.error());
     // The alerting reads the server's own /metrics: bound once the server exists.
@@ -475,6 +485,7 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
     c->add_option("--max-request-body", f->max_body, "Largest request body in bytes (413 above)")
         ->capture_default_str();
     add_engine_flags(c, f->engine);
+    add_chat_flags(c, f->chat, true);
     add_config_file_option(c, f->config_file);
     c->callback([c, f, &action] {
         action = [c, f] {

@@ -28,6 +28,8 @@ void add_router(CLI::App& app, std::function<int()>& action);
 void add_fleet(CLI::App& app, std::function<int()>& action);
 // `pagoda bench trace-stats`, under the `bench` subcommand.
 void add_trace_stats(CLI::App* bench_cmd, std::function<int()>& action);
+// `pagoda model render-chat`, under the `model` subcommand.
+void add_render_chat(CLI::App* model_cmd, std::function<int()>& action);
 // `pagoda sim predict`, under the `sim` subcommand.
 void add_sim_predict(CLI::App* sim_cmd, std::function<int()>& action);
 

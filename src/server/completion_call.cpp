@@ -378,9 +378,14 @@ http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin
     auto body = parse_body(req, err);
     if (!body) return reply(err);
     const auto& mc = ctx.engine.model().config();
+    const bool chat = endpoint == Endpoint::kChatCompletions;
+    // Chat reads the body again with its key order kept (a tool's parameters, in order).
+    const nlohmann::ordered_json ordered =
+        chat ? nlohmann::ordered_json::parse(req.body, nullptr, false) : nlohmann::ordered_json();
     auto parsed = parse_generation_request(
-        *body, endpoint == Endpoint::kChatCompletions,
-        {ctx.served_model_name, ctx.engine.config().sched.max_model_len, mc.vocab_size},
+        *body, chat,
+        {ctx.served_model_name, ctx.engine.config().sched.max_model_len, mc.vocab_size, ctx.chat,
+         chat && ordered.is_object() ? &ordered : nullptr},
         ctx.engine.model().tokenizer());
     if (auto* e = std::get_if<RequestError>(&parsed)) {
         return reply(api_error(e->status, e->message, e->type, e->param));

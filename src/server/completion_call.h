@@ -14,6 +14,8 @@
 
 namespace pagoda::server {
 
+class ChatTemplate;
+
 enum class Endpoint { kCompletions, kChatCompletions };
 // kWarmup: an in-process request sent before ready (not counted in metrics).
 enum class Origin { kClient, kWarmup };
@@ -24,6 +26,7 @@ struct CallContext {
     ServerMetrics& metrics;
     std::atomic<int64_t>& in_flight;
     std::string served_model_name;
+    const ChatTemplate* chat = nullptr;
 };
 
 // Validates the body, submits every prompt and returns the deferred reply (or the error).

@@ -1,443 +1,510 @@
+// Jinja expressions, parsed by recursive descent with Jinja2's precedence into closures:
+// conditional > or > and > not > comparisons (chained) and `in` > + - > ~ > * / // % > ** >
+// unary - + > primary with postfix (. [] ()) and then filters (|) and tests (is).
 #include <algorithm>
 
 #include "server/jinja_internal.h"
 
 namespace pagoda::server::jinja {
 
-namespace {
-
-std::vector<json> eval_all(const std::vector<Expr>& exprs, Scope& s) {
-    std::vector<json> out;
-    out.reserve(exprs.size());
-    for (const auto& e : exprs) out.push_back(e(s));
-    return out;
-}
-
-int64_t length_of(const json& o) {
-    return o.is_array()    ? int64_t(o.size())
-           : o.is_string() ? int64_t(o.get_ref<const std::string&>().size())
-                           : 0;
-}
-
-// o[lo:hi:step] with Python's rules (negative indices, clamping, negative steps), for lists
-// and strings (strings by byte, as the templates' ASCII slicing needs).
-json slice_of(const json& o, const Expr& lo, const Expr& hi, const Expr& step_e, Scope& s,
-              int line) {
-    const int64_t n = length_of(o);
-    const int64_t step = step_e ? step_e(s).get<int64_t>() : 1;
-    if (step == 0) fail(line, "slice step cannot be zero");
-    auto norm = [n, step](int64_t i) {
-        if (i < 0) i += n;
-        return step > 0 ? std::clamp<int64_t>(i, 0, n) : std::clamp<int64_t>(i, -1, n - 1);
-    };
-    const int64_t b = lo ? norm(lo(s).get<int64_t>()) : (step > 0 ? 0 : n - 1);
-    const int64_t e = hi ? norm(hi(s).get<int64_t>()) : (step > 0 ? n : -1);
-    std::vector<size_t> idx;
-    for (int64_t i = b; step > 0 ? i < e : i > e; i += step) idx.push_back(size_t(i));
-    if (o.is_string()) {
-        const std::string& str = o.get_ref<const std::string&>();
-        std::string out;
-        for (size_t i : idx) out += str[i];
-        return json(out);
+struct ExprParser::Depth {  // bounds recursion on hostile input (templates come from files)
+    ExprParser& p;
+    explicit Depth(ExprParser& q) : p(q) {
+        if (++p.depth_ > 64) fail(p.line_, "expression nested too deeply (limit 64)");
     }
-    json out = json::array();
-    for (size_t i : idx) out.push_back(o[i]);
-    return out;
-}
-
-// o[k]: a dict key, or a list/string index (negative from the end); undefined otherwise.
-json item_of(const json& o, const json& k) {
-    if (o.is_object() && k.is_string()) {
-        auto it = o.find(k.get<std::string>());
-        return it != o.end() ? *it : undefined();
-    }
-    if ((o.is_array() || o.is_string()) && k.is_number_integer()) {
-        const int64_t n = length_of(o);
-        int64_t i = k.get<int64_t>();
-        if (i < 0) i += n;
-        if (i < 0 || i >= n) return undefined();
-        return o.is_array() ? o[size_t(i)]
-                            : json(std::string(1, o.get_ref<const std::string&>()[size_t(i)]));
-    }
-    return undefined();
-}
-
-json range(const std::vector<json>& args, int line) {
-    int64_t b = 0, e = 0;
-    if (args.size() == 1) {
-        e = args[0].get<int64_t>();
-    } else if (args.size() >= 2) {
-        b = args[0].get<int64_t>();
-        e = args[1].get<int64_t>();
-    } else {
-        fail(line, "range() needs 1 or 2 arguments");
-    }
-    if (e - b > 100000) fail(line, "range() of more than 100000 numbers");
-    json out = json::array();
-    for (int64_t i = b; i < e; ++i) out.push_back(i);
-    return out;
-}
-
-// Recursive descent over the tokens, building closures: ternary > or > and > not >
-// comparisons and tests > ~ > + - > * / // % > unary - > postfix (. [] |) > primary.
-class ExprParser {
-  public:
-    ExprParser(std::vector<Tok> toks, int line) : t_(std::move(toks)), line_(line) {}
-    Expr parse_all() {
-        Expr e = expr();
-        if (!at_end()) fail(line_, fmt::format("unexpected '{}' in expression", peek().text));
-        return e;
-    }
-    Expr expr() { return ternary(); }
-    bool at_end() const { return t_[p_].kind == Tok::kEnd; }
-    const Tok& peek(size_t k = 0) const { return t_[std::min(p_ + k, t_.size() - 1)]; }
-    bool is_op(const char* op, size_t k = 0) const {
-        return peek(k).kind == Tok::kOp && peek(k).text == op;
-    }
-    bool is_name(const char* n, size_t k = 0) const {
-        return peek(k).kind == Tok::kName && peek(k).text == n;
-    }
-    void expect_op(const char* op) {
-        if (!is_op(op)) fail(line_, fmt::format("expected '{}' but found '{}'", op, peek().text));
-        ++p_;
-    }
-    std::string name() {
-        if (peek().kind != Tok::kName)
-            fail(line_, fmt::format("expected a name but found '{}'", peek().text));
-        return t_[p_++].text;
-    }
-
-  private:
-    struct Depth {  // bounds recursion on hostile input (templates come from model files)
-        ExprParser& p;
-        explicit Depth(ExprParser& q) : p(q) {
-            if (++p.depth_ > 64) fail(p.line_, "expression nested too deeply (limit 64)");
-        }
-        ~Depth() { --p.depth_; }
-    };
-    Expr ternary() {
-        Depth d(*this);
-        Expr a = or_();
-        if (is_name("if")) {
-            ++p_;
-            Expr c = or_();
-            Expr b = [](Scope&) { return undefined(); };
-            if (is_name("else")) {
-                ++p_;
-                b = ternary();
-            }
-            return [a, c, b](Scope& s) { return truthy(c(s)) ? a(s) : b(s); };
-        }
-        return a;
-    }
-    Expr or_() {
-        Expr a = and_();
-        while (is_name("or")) {
-            ++p_;
-            Expr b = and_();
-            a = [a, b](Scope& s) {
-                json x = a(s);
-                return truthy(x) ? x : b(s);
-            };
-        }
-        return a;
-    }
-    Expr and_() {
-        Expr a = not_();
-        while (is_name("and")) {
-            ++p_;
-            Expr b = not_();
-            a = [a, b](Scope& s) {
-                json x = a(s);
-                return !truthy(x) ? x : b(s);
-            };
-        }
-        return a;
-    }
-    Expr not_() {
-        Depth d(*this);
-        if (is_name("not")) {
-            ++p_;
-            Expr a = not_();
-            return [a](Scope& s) { return json(!truthy(a(s))); };
-        }
-        return compare();
-    }
-    Expr compare() {
-        Expr a = concat();
-        const int line = line_;
-        for (;;) {
-            std::string op;
-            if (peek().kind == Tok::kOp && (is_op("==") || is_op("!=") || is_op("<") ||
-                                            is_op(">") || is_op("<=") || is_op(">="))) {
-                op = t_[p_++].text;
-            } else if (is_name("in")) {
-                ++p_;
-                op = "in";
-            } else if (is_name("not") && is_name("in", 1)) {
-                p_ += 2;
-                op = "not in";
-            } else if (is_name("is")) {
-                ++p_;
-                bool neg = false;
-                if (is_name("not")) {
-                    ++p_;
-                    neg = true;
-                }
-                const std::string test = name();
-                std::vector<Expr> args;
-                if (is_op("(")) {
-                    args = call_args();
-                } else if (!at_end() && (peek().kind == Tok::kStr || peek().kind == Tok::kNum)) {
-                    args.push_back(primary());
-                }
-                a = [a, neg, test, args, line](Scope& s) {
-                    return json(apply_test(test, a(s), eval_all(args, s), line) != neg);
-                };
-                continue;
-            } else {
-                break;
-            }
-            Expr b = concat();
-            a = [a, b, op, line](Scope& s) -> json {
-                const json l = a(s), r = b(s);
-                if (op == "==") return l == r;
-                if (op == "!=") return l != r;
-                if (op == "<") return less(l, r, line);
-                if (op == ">") return less(r, l, line);
-                if (op == "<=") return !less(r, l, line);
-                if (op == ">=") return !less(l, r, line);
-                bool in = false;
-                if (r.is_string())
-                    in = r.get<std::string>().find(to_str(l)) != std::string::npos;
-                else if (r.is_array())
-                    in = std::find(r.begin(), r.end(), l) != r.end();
-                else if (r.is_object())
-                    in = l.is_string() && r.contains(l.get<std::string>());
-                return op == "in" ? in : !in;
-            };
-        }
-        return a;
-    }
-    Expr concat() {
-        Expr a = additive();
-        while (is_op("~")) {
-            ++p_;
-            Expr b = additive();
-            a = [a, b](Scope& s) { return json(to_str(a(s)) + to_str(b(s))); };
-        }
-        return a;
-    }
-    Expr additive() {
-        Expr a = mult();
-        const int line = line_;
-        while (is_op("+") || is_op("-")) {
-            const std::string op = t_[p_++].text;
-            Expr b = mult();
-            a = [a, b, op, line](Scope& s) { return arith(op, a(s), b(s), line); };
-        }
-        return a;
-    }
-    Expr mult() {
-        Expr a = unary();
-        const int line = line_;
-        while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-            const std::string op = t_[p_++].text;
-            Expr b = unary();
-            a = [a, b, op, line](Scope& s) { return arith(op, a(s), b(s), line); };
-        }
-        return a;
-    }
-    Expr unary() {
-        Depth d(*this);
-        if (is_op("-")) {
-            ++p_;
-            Expr a = unary();
-            const int line = line_;
-            return [a, line](Scope& s) { return arith("-", json(0), a(s), line); };
-        }
-        return postfix();
-    }
-    std::vector<Expr> call_args(std::vector<std::pair<std::string, Expr>>* kwargs = nullptr) {
-        expect_op("(");
-        std::vector<Expr> args;
-        while (!is_op(")")) {
-            if (peek().kind == Tok::kName && is_op("=", 1)) {
-                const std::string k = name();
-                ++p_;
-                Expr v = expr();
-                if (kwargs == nullptr) {
-                    fail(line_, "keyword arguments are only supported by namespace() and filters");
-                }
-                kwargs->emplace_back(k, v);
-            } else {
-                args.push_back(expr());
-            }
-            if (!is_op(")")) expect_op(",");
-        }
-        ++p_;
-        return args;
-    }
-    Expr postfix() {
-        Expr a = primary();
-        for (;;) {
-            if (is_op(".")) {
-                ++p_;
-                a = attribute(a);
-            } else if (is_op("[")) {
-                ++p_;
-                a = subscript(a);
-            } else if (is_op("|")) {
-                ++p_;
-                a = filter(a);
-            } else {
-                break;
-            }
-        }
-        return a;
-    }
-    // a.attr or a.method(args)
-    Expr attribute(Expr a) {
-        const int line = line_;
-        const std::string attr = name();
-        if (is_op("(")) {
-            auto args = call_args();
-            return [a, attr, args, line](Scope& s) {
-                return call_method(a(s), attr, eval_all(args, s), line);
-            };
-        }
-        return [a, attr](Scope& s) {
-            const json o = a(s);
-            if (o.is_object()) {
-                auto it = o.find(attr);
-                if (it != o.end()) return *it;
-            }
-            return undefined();
-        };
-    }
-    // a[k] or a[lo:hi], after the '['
-    Expr subscript(Expr a) {
-        Expr lo, hi, step;
-        bool slice = false;
-        if (!is_op(":")) lo = expr();
-        if (is_op(":")) {
-            slice = true;
-            ++p_;
-            if (!is_op("]") && !is_op(":")) hi = expr();
-            if (is_op(":")) {
-                ++p_;
-                if (!is_op("]")) step = expr();
-            }
-        }
-        expect_op("]");
-        if (slice) {
-            const int line = line_;
-            return
-                [a, lo, hi, step, line](Scope& s) { return slice_of(a(s), lo, hi, step, s, line); };
-        }
-        return [a, lo](Scope& s) { return item_of(a(s), lo(s)); };
-    }
-    // a | f or a | f(args), after the '|'
-    Expr filter(Expr a) {
-        const int line = line_;
-        const std::string f = name();
-        std::vector<Expr> args;
-        std::vector<std::pair<std::string, Expr>> kwargs;
-        if (is_op("(")) args = call_args(&kwargs);
-        return [a, f, args, kwargs, line](Scope& s) {
-            json kw = json::object();
-            for (const auto& [k, v] : kwargs) kw[k] = v(s);
-            return apply_filter(f, a(s), eval_all(args, s), line, kw);
-        };
-    }
-    Expr primary() {
-        const Tok t = peek();
-        if (t.kind == Tok::kNum || t.kind == Tok::kStr) {
-            ++p_;
-            json v = t.kind == Tok::kNum ? t.num : json(t.text);
-            return [v](Scope&) { return v; };
-        }
-        if (is_op("(")) {
-            ++p_;
-            Expr e = expr();
-            expect_op(")");
-            return e;
-        }
-        if (is_op("[")) {
-            ++p_;
-            return list_literal();
-        }
-        if (is_op("{")) {
-            ++p_;
-            return dict_literal();
-        }
-        if (t.kind == Tok::kName) {
-            ++p_;
-            const std::string n = t.text;
-            if (n == "true" || n == "True") return [](Scope&) { return json(true); };
-            if (n == "false" || n == "False") return [](Scope&) { return json(false); };
-            if (n == "none" || n == "None") return [](Scope&) { return json(nullptr); };
-            if (is_op("(")) return function_call(n);
-            return [n](Scope& s) {
-                json* v = s.find(n);
-                return v ? *v : undefined();
-            };
-        }
-        fail(line_, fmt::format("unexpected '{}' in expression", t.text));
-    }
-    Expr list_literal() {
-        std::vector<Expr> items;
-        while (!is_op("]")) {
-            items.push_back(expr());
-            if (!is_op("]")) expect_op(",");
-        }
-        ++p_;
-        return [items](Scope& s) { return json(eval_all(items, s)); };
-    }
-    Expr dict_literal() {
-        std::vector<std::pair<Expr, Expr>> items;
-        while (!is_op("}")) {
-            Expr k = expr();
-            expect_op(":");
-            items.emplace_back(k, expr());
-            if (!is_op("}")) expect_op(",");
-        }
-        ++p_;
-        return [items](Scope& s) {
-            json out = json::object();
-            for (const auto& [k, v] : items) out[to_str(k(s))] = v(s);
-            return out;
-        };
-    }
-    // The global functions: raise_exception(msg), namespace(k=v, ...), range([b,] e).
-    Expr function_call(const std::string& n) {
-        const int line = line_;
-        std::vector<std::pair<std::string, Expr>> kwargs;
-        auto args = call_args(n == "namespace" ? &kwargs : nullptr);
-        if (n == "raise_exception") {
-            return [args, line](Scope& s) -> json {
-                fail(line,
-                     "the template raised: " + (args.empty() ? std::string() : to_str(args[0](s))));
-            };
-        }
-        if (n == "namespace") {
-            return [kwargs](Scope& s) {
-                json o = json::object();
-                for (const auto& [k, v] : kwargs) o[k] = v(s);
-                return o;
-            };
-        }
-        if (n == "range") return [args, line](Scope& s) { return range(eval_all(args, s), line); };
-        fail(line, fmt::format("unknown function '{}'", n));
-    }
-
-    std::vector<Tok> t_;
-    size_t p_ = 0;
-    int line_;
-    int depth_ = 0;
+    ~Depth() { --p.depth_; }
 };
 
+void ExprParser::expect_op(const char* op) {
+    if (!is_op(op)) {
+        fail(line_, fmt::format("expected '{}' but found '{}'", op,
+                                at_end() ? "the end of the tag" : peek().text));
+    }
+    ++p_;
+}
+
+void ExprParser::expect_end(const char* what) {
+    if (!at_end()) fail(line_, fmt::format("unexpected '{}' in {}", peek().text, what));
+}
+
+std::string ExprParser::name() {
+    if (peek().kind != Tok::kName) {
+        fail(line_, fmt::format("expected a name but found '{}'",
+                                at_end() ? "the end of the tag" : peek().text));
+    }
+    return t_[p_++].text;
+}
+
+Expr ExprParser::parse_all() {
+    Expr e = tuple_or_expr();
+    expect_end("expression");
+    return e;
+}
+
+Expr ExprParser::tuple_or_expr() {
+    Expr first = expr();
+    if (!is_op(",")) return first;
+    std::vector<Expr> items{first};
+    while (is_op(",")) {
+        ++p_;
+        if (at_end() || is_op(")")) break;
+        items.push_back(expr());
+    }
+    return [items](Scope& s) {
+        json out = json::array();
+        for (const auto& e : items) out.push_back(e(s));
+        return out;
+    };
+}
+
+Expr ExprParser::expr() {
+    Depth d(*this);
+    Expr a = or_();
+    while (is_name("if")) {
+        ++p_;
+        Expr c = or_();
+        Expr b = [](Scope&) { return undefined(); };
+        if (is_name("else")) {
+            ++p_;
+            b = expr();
+        }
+        a = [a, c, b](Scope& s) { return truthy(c(s)) ? a(s) : b(s); };
+    }
+    return a;
+}
+
+Expr ExprParser::or_() {
+    Expr a = and_();
+    while (is_name("or")) {
+        ++p_;
+        Expr b = and_();
+        a = [a, b](Scope& s) {
+            json x = a(s);
+            return truthy(x) ? x : b(s);
+        };
+    }
+    return a;
+}
+
+Expr ExprParser::and_() {
+    Expr a = not_();
+    while (is_name("and")) {
+        ++p_;
+        Expr b = not_();
+        a = [a, b](Scope& s) {
+            json x = a(s);
+            return !truthy(x) ? x : b(s);
+        };
+    }
+    return a;
+}
+
+Expr ExprParser::not_() {
+    Depth d(*this);
+    if (is_name("not")) {
+        ++p_;
+        Expr a = not_();
+        return [a](Scope& s) { return json(!truthy(a(s))); };
+    }
+    return compare();
+}
+
+namespace {
+
+bool compare_op(const std::string& op, const json& l, const json& r, int line) {
+    if (op == "==") return py_equal(l, r);
+    if (op == "!=") return !py_equal(l, r);
+    if (op == "<") return py_less(l, r, line);
+    if (op == ">") return py_less(r, l, line);
+    if (op == "<=") return !py_less(r, l, line);
+    if (op == ">=") return !py_less(l, r, line);
+    const bool in = contains(r, l, line);
+    return op == "in" ? in : !in;
+}
+
 }  // namespace
+
+// a < b <= c is (a < b) and (b <= c), each operand evaluated once.
+Expr ExprParser::compare() {
+    Expr first = math1();
+    std::vector<std::pair<std::string, Expr>> ops;
+    for (;;) {
+        std::string op;
+        if (peek().kind == Tok::kOp && (is_op("==") || is_op("!=") || is_op("<") || is_op(">") ||
+                                        is_op("<=") || is_op(">="))) {
+            op = t_[p_++].text;
+        } else if (is_name("in")) {
+            ++p_;
+            op = "in";
+        } else if (is_name("not") && is_name("in", 1)) {
+            p_ += 2;
+            op = "not in";
+        } else {
+            break;
+        }
+        ops.emplace_back(op, math1());
+    }
+    if (ops.empty()) return first;
+    const int line = line_;
+    return [first, ops, line](Scope& s) {
+        json l = first(s);
+        for (const auto& [op, e] : ops) {
+            json r = e(s);
+            if (!compare_op(op, l, r, line)) return json(false);
+            l = std::move(r);
+        }
+        return json(true);
+    };
+}
+
+Expr ExprParser::math1() {
+    Expr a = concat();
+    const int line = line_;
+    while (is_op("+") || is_op("-")) {
+        const std::string op = t_[p_++].text;
+        Expr b = concat();
+        a = [a, b, op, line](Scope& s) { return arith(op, a(s), b(s), line); };
+    }
+    return a;
+}
+
+Expr ExprParser::concat() {
+    Expr a = math2();
+    while (is_op("~")) {
+        ++p_;
+        Expr b = math2();
+        a = [a, b](Scope& s) { return json(to_str(a(s)) + to_str(b(s))); };
+    }
+    return a;
+}
+
+Expr ExprParser::math2() {
+    Expr a = power();
+    const int line = line_;
+    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+        const std::string op = t_[p_++].text;
+        Expr b = power();
+        a = [a, b, op, line](Scope& s) { return arith(op, a(s), b(s), line); };
+    }
+    return a;
+}
+
+Expr ExprParser::power() {
+    Expr a = unary(true);
+    const int line = line_;
+    while (is_op("**")) {
+        ++p_;
+        Expr b = unary(true);
+        a = [a, b, line](Scope& s) { return arith("**", a(s), b(s), line); };
+    }
+    return a;
+}
+
+Expr ExprParser::unary(bool with_filters) {
+    Depth d(*this);
+    const int line = line_;
+    Expr a;
+    if (is_op("-") || is_op("+")) {
+        const bool neg = t_[p_++].text == "-";
+        Expr x = unary(false);
+        a = [x, neg, line](Scope& s) {
+            const json v = x(s);
+            return neg ? arith("-", json(0), v, line) : arith("+", json(0), v, line);
+        };
+    } else {
+        a = primary();
+    }
+    a = postfix(a);
+    return with_filters ? filters_and_tests(a) : a;
+}
+
+std::function<Args(Scope&)> ExprParser::call_args() {
+    expect_op("(");
+    std::vector<Expr> pos;
+    std::vector<std::pair<std::string, Expr>> kw;
+    while (!is_op(")")) {
+        if (at_end()) fail(line_, "unclosed '(' in a call");
+        if (peek().kind == Tok::kName && is_op("=", 1)) {
+            const std::string k = name();
+            ++p_;
+            kw.emplace_back(k, expr());
+        } else {
+            if (!kw.empty()) fail(line_, "positional argument follows keyword argument");
+            pos.push_back(expr());
+        }
+        if (!is_op(")")) expect_op(",");
+    }
+    ++p_;
+    return [pos, kw](Scope& s) {
+        Args a;
+        for (const auto& e : pos) a.pos.push_back(e(s));
+        for (const auto& [k, e] : kw) a.kw[k] = e(s);
+        return a;
+    };
+}
+
+Expr ExprParser::postfix(Expr a) {
+    for (;;) {
+        if (is_op(".")) {
+            ++p_;
+            a = attribute(a);
+        } else if (is_op("[")) {
+            ++p_;
+            a = subscript(a);
+            last_ref_ = nullptr;
+        } else if (is_op("(")) {  // calling a value: a macro held in a variable
+            auto args = call_args();
+            const int line = line_;
+            a = [a, args, line](Scope& s) { return call_macro(s, a(s), args(s), line); };
+            last_ref_ = nullptr;
+        } else {
+            return a;
+        }
+    }
+}
+
+// a.name or a.name(args): a method call, with the object by reference where it is a
+// variable or attribute (so list.append changes it in place).
+Expr ExprParser::attribute(Expr a) {
+    const int line = line_;
+    const std::string attr = name();
+    Ref parent = last_ref_;
+    if (is_op("(")) {
+        auto args = call_args();
+        last_ref_ = nullptr;
+        return [a, parent, attr, args, line](Scope& s) {
+            json* target = parent ? parent(s) : nullptr;
+            const json obj = target ? *target : a(s);
+            return call_method(s, target, obj, attr, args(s), line);
+        };
+    }
+    last_ref_ = parent ? Ref([parent, attr](Scope& s) -> json* {
+        json* p = parent(s);
+        if (p == nullptr || !p->is_object()) return nullptr;
+        auto it = p->find(attr);
+        return it != p->end() ? &*it : nullptr;
+    })
+                       : Ref();
+    return [a, attr, line](Scope& s) { return attr_of(a(s), attr, line); };
+}
+
+Expr ExprParser::subscript(Expr a) {
+    Expr lo, hi, step;
+    bool slice = false;
+    if (!is_op(":")) lo = expr();
+    if (is_op(":")) {
+        slice = true;
+        ++p_;
+        if (!is_op("]") && !is_op(":")) hi = expr();
+        if (is_op(":")) {
+            ++p_;
+            if (!is_op("]")) step = expr();
+        }
+    }
+    expect_op("]");
+    const int line = line_;
+    if (!slice) return [a, lo, line](Scope& s) { return item_of(a(s), lo(s), line); };
+    return [a, lo, hi, step, line](Scope& s) {
+        auto bound = [&](const Expr& e) -> std::optional<int64_t> {
+            if (!e) return std::nullopt;
+            const json v = e(s);
+            if (v.is_null() || is_undef(v)) return std::nullopt;
+            if (!v.is_number_integer()) fail(line, "slice indices must be integers or None");
+            return v.get<int64_t>();
+        };
+        const json o = a(s);
+        return slice_of(o, bound(lo), bound(hi), bound(step), line);
+    };
+}
+
+Expr ExprParser::filters_and_tests(Expr a) {
+    for (;;) {
+        if (is_op("|")) {
+            ++p_;
+            a = filter(a);
+        } else if (is_name("is")) {
+            ++p_;
+            a = test(a);
+        } else {
+            return a;
+        }
+        last_ref_ = nullptr;
+    }
+}
+
+Expr ExprParser::filter(Expr a) {
+    const int line = line_;
+    std::string f = name();
+    while (is_op(".")) {  // dotted filter names
+        ++p_;
+        f += "." + name();
+    }
+    std::function<Args(Scope&)> args = [](Scope&) { return Args{}; };
+    if (is_op("(")) args = call_args();
+    return [a, f, args, line](Scope& s) { return apply_filter(s, f, a(s), args(s), line); };
+}
+
+Expr ExprParser::test(Expr a) {
+    const int line = line_;
+    bool neg = false;
+    if (is_name("not")) {
+        ++p_;
+        neg = true;
+    }
+    const std::string t = name();
+    if (!has_test(t)) fail(line, fmt::format("no test named '{}'", t));
+    std::function<Args(Scope&)> args = [](Scope&) { return Args{}; };
+    const Tok& n = peek();
+    if (is_op("(")) {
+        args = call_args();
+    } else if ((n.kind == Tok::kName || n.kind == Tok::kStr || n.kind == Tok::kNum || is_op("[") ||
+                is_op("{")) &&
+               !is_name("else") && !is_name("or") && !is_name("and") && !is_name("if")) {
+        if (is_name("is")) fail(line, "You cannot chain multiple tests with is");
+        Expr x = postfix(primary());
+        args = [x](Scope& s) { return Args{{x(s)}, json::object()}; };
+    }
+    return [a, t, args, neg, line](Scope& s) {
+        return json(apply_test(s, t, a(s), args(s), line) != neg);
+    };
+}
+
+Expr ExprParser::primary() {
+    const Tok tok = peek();
+    last_ref_ = nullptr;
+    if (tok.kind == Tok::kNum) {
+        ++p_;
+        json v = tok.num;
+        return [v](Scope&) { return v; };
+    }
+    if (tok.kind == Tok::kStr) {
+        std::string v;
+        while (peek().kind == Tok::kStr) v += t_[p_++].text;  // 'a' 'b' is 'ab'
+        return [v](Scope&) { return json(v); };
+    }
+    if (is_op("(")) return paren();
+    if (is_op("[")) return list_literal();
+    if (is_op("{")) return dict_literal();
+    if (tok.kind != Tok::kName) {
+        fail(line_,
+             fmt::format("unexpected '{}' in expression", at_end() ? "end of the tag" : tok.text));
+    }
+    ++p_;
+    const std::string n = tok.text;
+    if (n == "true" || n == "True") return [](Scope&) { return json(true); };
+    if (n == "false" || n == "False") return [](Scope&) { return json(false); };
+    if (n == "none" || n == "None") return [](Scope&) { return json(nullptr); };
+    if (is_op("(")) return call(n);
+    last_ref_ = [n](Scope& s) { return s.find(n); };
+    return [n](Scope& s) {
+        json* v = s.find(n);
+        return v ? *v : global_value(n);
+    };
+}
+
+// ( expr ) or a tuple ( a, b ) (a list here), after checking the '('.
+Expr ExprParser::paren() {
+    ++p_;
+    if (is_op(")")) {
+        ++p_;
+        return [](Scope&) { return json::array(); };
+    }
+    Expr e = expr();
+    if (is_op(")")) {
+        ++p_;
+        return e;
+    }
+    std::vector<Expr> items{e};
+    while (is_op(",")) {
+        ++p_;
+        if (is_op(")")) break;
+        items.push_back(expr());
+    }
+    expect_op(")");
+    return [items](Scope& s) {
+        json out = json::array();
+        for (const auto& x : items) out.push_back(x(s));
+        return out;
+    };
+}
+
+Expr ExprParser::list_literal() {
+    ++p_;
+    std::vector<Expr> items;
+    while (!is_op("]")) {
+        if (at_end()) fail(line_, "unclosed '['");
+        items.push_back(expr());
+        if (!is_op("]")) expect_op(",");
+    }
+    ++p_;
+    return [items](Scope& s) {
+        json out = json::array();
+        for (const auto& e : items) out.push_back(e(s));
+        return out;
+    };
+}
+
+Expr ExprParser::dict_literal() {
+    ++p_;
+    std::vector<std::pair<Expr, Expr>> items;
+    while (!is_op("}")) {
+        if (at_end()) fail(line_, "unclosed '{'");
+        Expr k = expr();
+        expect_op(":");
+        items.emplace_back(k, expr());
+        if (!is_op("}")) expect_op(",");
+    }
+    ++p_;
+    const int line = line_;
+    return [items, line](Scope& s) {
+        json out = json::object();
+        for (const auto& [k, v] : items) {
+            const json key = k(s);
+            if (!key.is_string()) fail(line, "dict keys must be strings here");
+            out[key.get<std::string>()] = v(s);
+        }
+        return out;
+    };
+}
+
+// name(args): a macro or variable holding one, else a global function.
+Expr ExprParser::call(const std::string& fname) {
+    const int line = line_;
+    auto args = call_args();
+    return [fname, args, line](Scope& s) -> json {
+        const json* v = s.find(fname);
+        if (v != nullptr && is_macro(*v)) return call_macro(s, *v, args(s), line);
+        if (auto r = call_global(s, fname, args(s), line)) return *r;
+        fail(line, fmt::format("'{}' is undefined", fname));
+    };
+}
+
+Expr ExprParser::filter_chain(Expr input) {
+    Expr a = filter(input);
+    while (is_op("|")) {
+        ++p_;
+        a = filter(a);
+    }
+    return a;
+}
+
+std::vector<std::pair<std::string, Expr>> ExprParser::params() {
+    std::vector<std::pair<std::string, Expr>> out;
+    if (!is_op("(")) return out;
+    ++p_;
+    while (!is_op(")")) {
+        const std::string n = name();
+        Expr def;
+        if (is_op("=")) {
+            ++p_;
+            def = expr();
+        }
+        out.emplace_back(n, def);
+        if (!is_op(")")) expect_op(",");
+    }
+    ++p_;
+    return out;
+}
 
 Expr compile_expr(const std::string& s, int line) {
     return ExprParser(lex_expr(s, line), line).parse_all();

@@ -33,6 +33,50 @@ Tok lex_number(const std::string& s, size_t& i, int line) {
     return {Tok::kNum, t, v};
 }
 
+void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+        out += char(cp);
+    } else if (cp < 0x800) {
+        out += char(0xC0 | (cp >> 6));
+        out += char(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += char(0xE0 | (cp >> 12));
+        out += char(0x80 | ((cp >> 6) & 0x3F));
+        out += char(0x80 | (cp & 0x3F));
+    } else {
+        out += char(0xF0 | (cp >> 18));
+        out += char(0x80 | ((cp >> 12) & 0x3F));
+        out += char(0x80 | ((cp >> 6) & 0x3F));
+        out += char(0x80 | (cp & 0x3F));
+    }
+}
+
+// One escape after a backslash at s[j] (Python's unicode-escape, as Jinja decodes string
+// literals: unknown escapes keep their backslash); advances j to the escape's last char.
+void lex_escape(const std::string& s, size_t& j, std::string& v, int line) {
+    const char e = s[j];
+    static const std::string simple = "ntr\\'\"abfv0";
+    static const char* values = "\n\t\r\\'\"\a\b\f\v";
+    const size_t k = simple.find(e);
+    if (e == '0') {
+        v += '\0';
+    } else if (k != std::string::npos) {
+        v += values[k];
+    } else if (e == 'x' || e == 'u' || e == 'U') {
+        const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+        const std::string hex = s.substr(j + 1, n);
+        if (hex.size() != n || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+            fail(line, fmt::format("bad escape \\{}{}", e, hex));
+        const auto cp = uint32_t(std::stoul(hex, nullptr, 16));
+        if (cp > 0x10FFFF) fail(line, fmt::format("escape \\{}{} is out of range", e, hex));
+        append_utf8(v, cp);
+        j += n;
+    } else {
+        v += '\\';
+        v += e;
+    }
+}
+
 // A quoted string literal starting at s[i] (its quote); advances i past the closing quote.
 Tok lex_string(const std::string& s, size_t& i, int line) {
     const char quote = s[i];
@@ -40,8 +84,8 @@ Tok lex_string(const std::string& s, size_t& i, int line) {
     size_t j = i + 1;
     while (j < s.size() && s[j] != quote) {
         if (s[j] == '\\' && j + 1 < s.size()) {
-            const char e = s[++j];
-            v += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
+            ++j;
+            lex_escape(s, j, v, line);
         } else {
             v += s[j];
         }
@@ -178,15 +222,18 @@ std::vector<Piece> split_template(const std::string& src) {
         const size_t body_start = open + 2 + (minus_open || plus_open ? 1 : 0);
         size_t body_end = end;
         const bool minus_close = body_end > body_start && src[body_end - 1] == '-';
-        if (minus_close || (body_end > body_start && src[body_end - 1] == '+')) --body_end;
+        const bool plus_close = body_end > body_start && src[body_end - 1] == '+';
+        if (minus_close || plus_close) --body_end;
         const std::string body = src.substr(body_start, body_end - body_start);
-        if (kind == '{') out.push_back({Piece::kExpr, body, line});
-        if (kind == '%') out.push_back({Piece::kStmt, body, line});
+        const size_t nl = src.rfind('\n', open);
+        const int col = int(open - (nl == std::string::npos ? 0 : nl + 1)) + 1;
+        if (kind == '{') out.push_back({Piece::kExpr, body, line, col});
+        if (kind == '%') out.push_back({Piece::kStmt, body, line, col});
         count_lines(open, end + 2);
         i = end + 2;
-        trim = minus_close   ? TrimNext::kWhitespace
-               : kind != '{' ? TrimNext::kNewline
-                             : TrimNext::kNone;
+        trim = minus_close                  ? TrimNext::kWhitespace
+               : kind != '{' && !plus_close ? TrimNext::kNewline
+                                            : TrimNext::kNone;
     }
     return out;
 }

@@ -1,18 +1,34 @@
-#include <cctype>
+// Values as Python sees them: truth, str(), repr(), json.dumps, equality and ordering,
+// arithmetic, `in`, len(), indexing, slicing and iteration, with strings counted in code
+// points.
+#include <algorithm>
 #include <cmath>
-#include <optional>
+#include <cstdio>
+#include <cstring>
 
 #include "server/jinja_internal.h"
 
 namespace pagoda::server::jinja {
 
 [[noreturn]] void fail(int line, const std::string& what) {
-    throw JinjaError(fmt::format("chat template line {}: {}", line, what));
+    throw JinjaError(line, what, fmt::format("chat template line {}: {}", line, what));
 }
 
 const json& undefined() {
     static const json u(json::value_t::discarded);
     return u;
+}
+
+const char* type_name(const json& v) {
+    if (is_undef(v)) return "Undefined";
+    if (is_macro(v)) return "Macro";
+    if (v.is_null()) return "NoneType";
+    if (v.is_boolean()) return "bool";
+    if (v.is_number_integer()) return "int";
+    if (v.is_number()) return "float";
+    if (v.is_string()) return "str";
+    if (v.is_array()) return "list";
+    return "dict";
 }
 
 bool truthy(const json& v) {
@@ -25,37 +41,70 @@ bool truthy(const json& v) {
     return true;
 }
 
-void py_json(const json& v, std::string& out, const JsonStyle& st, int depth) {
-    const bool nl = st.indent >= 0;
-    auto newline = [&](int d) {
-        out += '\n';
-        out.append(size_t(st.indent) * size_t(d), ' ');
-    };
-    const char* sep = nl ? "," : ", ";
-    if (v.is_object() || v.is_array()) {
-        const bool obj = v.is_object();
-        out += obj ? "{" : "[";
-        if (v.empty()) {
-            out += obj ? "}" : "]";
-            return;
+std::string py_float(double d) {
+    if (std::isnan(d)) return "nan";
+    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+    char buf[40];
+    for (int prec = 1; prec <= 17; ++prec) {  // the shortest text that reads back exactly
+        std::snprintf(buf, sizeof buf, "%.*g", prec, d);
+        if (std::strtod(buf, nullptr) == d) break;
+    }
+    std::string s = buf;
+    const size_t e = s.find('e');
+    if (e != std::string::npos) {  // Python: 1e+16, 1e-05
+        const double mag = std::fabs(d);
+        if (mag >= 1e16 || mag < 1e-4) return s;
+        std::snprintf(buf, sizeof buf, "%.17g", d);  // in range: positional notation
+        s = buf;
+    }
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    return s;
+}
+
+namespace {
+
+std::string repr_string(const std::string& s) {
+    const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+    const char q = dq ? '"' : '\'';
+    std::string out(1, q);
+    for (unsigned char c : s) {
+        if (c == '\\' || c == static_cast<unsigned char>(q)) {
+            out += '\\';
+            out += char(c);
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\r') {
+            out += "\\r";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (c < 0x20 || c == 0x7f) {
+            out += fmt::format("\\x{:02x}", c);
+        } else {
+            out += char(c);
         }
+    }
+    return out + q;
+}
+
+}  // namespace
+
+std::string py_repr(const json& v) {
+    if (v.is_string()) return repr_string(v.get_ref<const std::string&>());
+    if (v.is_array()) {
+        std::string s = "[";
+        for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + py_repr(v[i]);
+        return s + "]";
+    }
+    if (v.is_object()) {
+        std::string s = "{";
         bool first = true;
         for (const auto& [k, x] : v.items()) {
-            if (!first) out += sep;
+            s += (first ? "" : ", ") + repr_string(k) + ": " + py_repr(x);
             first = false;
-            if (nl) newline(depth + 1);
-            if (obj)
-                out +=
-                    json(k).dump(-1, ' ', st.ensure_ascii, json::error_handler_t::replace) + ": ";
-            py_json(x, out, st, depth + 1);
         }
-        if (nl) newline(depth);
-        out += obj ? "}" : "]";
-    } else if (is_undef(v)) {
-        out += "null";
-    } else {
-        out += v.dump(-1, ' ', st.ensure_ascii, json::error_handler_t::replace);
+        return s + "}";
     }
+    return to_str(v);
 }
 
 std::string to_str(const json& v) {
@@ -64,219 +113,134 @@ std::string to_str(const json& v) {
     if (v.is_null()) return "None";
     if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
     if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
-    if (v.is_number()) return fmt::format("{}", v.get<double>());
-    std::string s;
-    py_json(v, s);
-    return s;
+    if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());
+    if (v.is_number()) return py_float(v.get<double>());
+    if (is_macro(v)) return "<Macro>";
+    return py_repr(v);
 }
 
-json* Scope::find(const std::string& name) {
-    for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
-        auto f = it->find(name);
-        if (f != it->end()) return &f->second;
+void py_json(const json& v, std::string& out, const JsonStyle& st, int depth, int line) {
+    if (v.is_object() || v.is_array()) {
+        if (depth > 200) fail(line, "tojson: value nested too deeply");
+        const bool obj = v.is_object();
+        if (v.empty()) {
+            out += obj ? "{}" : "[]";
+            return;
+        }
+        out += obj ? "{" : "[";
+        std::vector<std::pair<std::string, const json*>> items;
+        for (const auto& [k, x] : v.items()) items.emplace_back(k, &x);
+        if (obj && st.sort_keys)
+            std::stable_sort(items.begin(), items.end(),
+                             [](auto& a, auto& b) { return a.first < b.first; });
+        const bool nl = st.indent >= 0;
+        for (size_t i = 0; i < items.size(); ++i) {
+            if (i) out += st.item_sep;
+            if (nl) out += "\n" + std::string(size_t(st.indent) * size_t(depth + 1), ' ');
+            if (obj) {
+                out += json(items[i].first)
+                           .dump(-1, ' ', st.ensure_ascii, json::error_handler_t::replace);
+                out += st.key_sep;
+            }
+            py_json(*items[i].second, out, st, depth + 1, line);
+        }
+        if (nl) out += "\n" + std::string(size_t(st.indent) * size_t(depth), ' ');
+        out += obj ? "}" : "]";
+    } else if (is_undef(v) || is_macro(v)) {
+        fail(line, fmt::format("Object of type {} is not JSON serializable", type_name(v)));
+    } else if (v.is_number_float()) {
+        const double d = v.get<double>();
+        out += std::isnan(d)   ? "NaN"
+               : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity")
+                               : py_float(d);
+    } else {
+        out += v.dump(-1, ' ', st.ensure_ascii, json::error_handler_t::replace);
     }
-    return nullptr;
+}
+
+bool py_equal(const json& l, const json& r) {
+    if (is_undef(l) || is_undef(r)) return is_undef(l) && is_undef(r);
+    if (l.is_number() && r.is_number()) {
+        if (l.is_number_float() || r.is_number_float()) return l.get<double>() == r.get<double>();
+        return l.get<int64_t>() == r.get<int64_t>();
+    }
+    if ((l.is_boolean() && r.is_number()) || (l.is_number() && r.is_boolean())) {
+        return (l.is_boolean() ? double(l.get<bool>()) : l.get<double>()) ==
+               (r.is_boolean() ? double(r.get<bool>()) : r.get<double>());
+    }
+    if (l.is_array() && r.is_array()) {
+        if (l.size() != r.size()) return false;
+        for (size_t i = 0; i < l.size(); ++i) {
+            if (!py_equal(l[i], r[i])) return false;
+        }
+        return true;
+    }
+    if (l.is_object() && r.is_object()) {  // dicts compare regardless of order
+        if (l.size() != r.size()) return false;
+        for (const auto& [k, x] : l.items()) {
+            auto it = r.find(k);
+            if (it == r.end() || !py_equal(x, *it)) return false;
+        }
+        return true;
+    }
+    return l == r;
+}
+
+bool py_less(const json& l, const json& r, int line) {
+    if ((l.is_number() || l.is_boolean()) && (r.is_number() || r.is_boolean())) {
+        auto num = [](const json& x) {
+            return x.is_boolean() ? double(x.get<bool>()) : x.get<double>();
+        };
+        return num(l) < num(r);
+    }
+    if (l.is_string() && r.is_string()) return l.get<std::string>() < r.get<std::string>();
+    if (l.is_array() && r.is_array()) {
+        for (size_t i = 0; i < l.size() && i < r.size(); ++i) {
+            if (py_less(l[i], r[i], line)) return true;
+            if (py_less(r[i], l[i], line)) return false;
+        }
+        return l.size() < r.size();
+    }
+    fail(line, fmt::format("'<' not supported between instances of '{}' and '{}'", type_name(l),
+                           type_name(r)));
 }
 
 namespace {
 
-bool is_ws(char ch) { return std::isspace(static_cast<unsigned char>(ch)) != 0; }
-
-// strip/lstrip/rstrip with an optional set of characters (default: whitespace).
-std::string strip(const std::string& x, const std::string& set, bool left, bool right) {
-    auto drop = [&](char ch) {
-        return set.empty() ? is_ws(ch) : set.find(ch) != std::string::npos;
-    };
-    size_t b = 0, e = x.size();
-    while (left && b < e && drop(x[b])) ++b;
-    while (right && e > b && drop(x[e - 1])) --e;
-    return x.substr(b, e - b);
-}
-
-std::string change_case(const std::string& s, const std::string& m) {
-    std::string r = s;
-    bool start = true;
-    for (size_t k = 0; k < r.size(); ++k) {
-        const unsigned char ch = static_cast<unsigned char>(r[k]);
-        if (m == "upper") {
-            r[k] = char(std::toupper(ch));
-        } else if (m == "lower") {
-            r[k] = char(std::tolower(ch));
-        } else if (m == "capitalize") {
-            r[k] = char(k == 0 ? std::toupper(ch) : std::tolower(ch));
-        } else {  // title
-            r[k] = char(start ? std::toupper(ch) : std::tolower(ch));
-            start = !std::isalpha(ch);
-        }
-    }
-    return r;
-}
-
-std::string replace_all(const std::string& s, const std::string& from, const std::string& to) {
-    if (from.empty()) return s;
-    std::string r;
-    size_t p = 0, q;
-    while ((q = s.find(from, p)) != std::string::npos) {
-        r += s.substr(p, q - p) + to;
-        p = q + from.size();
-    }
-    return r + s.substr(p);
-}
-
-// Python's str.split: on runs of whitespace without a separator.
-json split_string(const std::string& s, const json* sep_arg, int line) {
-    json out = json::array();
-    if (sep_arg == nullptr || sep_arg->is_null()) {
-        size_t p = 0;
-        while (p < s.size()) {
-            while (p < s.size() && is_ws(s[p])) ++p;
-            size_t q = p;
-            while (q < s.size() && !is_ws(s[q])) ++q;
-            if (q > p) out.push_back(s.substr(p, q - p));
-            p = q;
-        }
+json repeat(const json& seq, int64_t n) {
+    if (seq.is_string()) {
+        std::string out;
+        for (int64_t i = 0; i < n; ++i) out += seq.get_ref<const std::string&>();
         return out;
     }
-    const std::string sep = to_str(*sep_arg);
-    if (sep.empty()) fail(line, "split() with an empty separator");
-    size_t p = 0, q;
-    while ((q = s.find(sep, p)) != std::string::npos) {
-        out.push_back(s.substr(p, q - p));
-        p = q + sep.size();
+    json out = json::array();
+    for (int64_t i = 0; i < n; ++i) {
+        for (const auto& x : seq) out.push_back(x);
     }
-    out.push_back(s.substr(p));
     return out;
 }
 
-std::optional<json> string_method(const std::string& s, const std::string& m,
-                                  const std::vector<json>& a, int line) {
-    const std::string chars = !a.empty() && a[0].is_string() ? a[0].get<std::string>() : "";
-    if (m == "strip") return strip(s, chars, true, true);
-    if (m == "lstrip") return strip(s, chars, true, false);
-    if (m == "rstrip") return strip(s, chars, false, true);
-    if (m == "upper" || m == "lower" || m == "title" || m == "capitalize") {
-        return change_case(s, m);
+json int_arith(const std::string& op, int64_t a, int64_t b, int line) {
+    if (op == "+") return a + b;
+    if (op == "-") return a - b;
+    if (op == "*") return a * b;
+    if (op == "**") {
+        if (b < 0) return std::pow(double(a), double(b));
+        int64_t r = 1;
+        for (int64_t i = 0; i < b && i < 64; ++i) r *= a;
+        return r;
     }
-    if (m == "startswith" && !a.empty()) return s.rfind(to_str(a[0]), 0) == 0;
-    if (m == "endswith" && !a.empty()) {
-        const std::string t = to_str(a[0]);
-        return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+    if (b == 0) fail(line, "division by zero");
+    if (op == "/") return double(a) / double(b);
+    int64_t q = a / b, m = a % b;
+    if (m != 0 && ((m < 0) != (b < 0))) {  // Python floors
+        --q;
+        m += b;
     }
-    if (m == "replace" && a.size() >= 2) return replace_all(s, to_str(a[0]), to_str(a[1]));
-    if (m == "split") return split_string(s, a.empty() ? nullptr : &a[0], line);
-    return std::nullopt;
-}
-
-std::optional<json> dict_method(const json& obj, const std::string& m, const std::vector<json>& a) {
-    if (m == "items" || m == "keys" || m == "values") {
-        json out = json::array();
-        for (const auto& [k, v] : obj.items()) {
-            out.push_back(m == "items" ? json::array({k, v}) : m == "keys" ? json(k) : v);
-        }
-        return out;
-    }
-    if (m == "get" && !a.empty()) {
-        auto it = obj.find(to_str(a[0]));
-        return it != obj.end() ? *it : (a.size() > 1 ? a[1] : json(nullptr));
-    }
-    return std::nullopt;
+    return op == "//" ? json(q) : json(m);
 }
 
 }  // namespace
-
-json call_method(const json& obj, const std::string& m, const std::vector<json>& a, int line) {
-    std::optional<json> r;
-    if (obj.is_string()) r = string_method(obj.get_ref<const std::string&>(), m, a, line);
-    if (obj.is_object()) r = dict_method(obj, m, a);
-    if (r) return *r;
-    fail(line, fmt::format("unknown method '{}' on a {}", m,
-                           is_undef(obj) ? "undefined value" : obj.type_name()));
-}
-
-namespace {
-
-// transformers' tojson: json.dumps(x, ensure_ascii=False, indent=None, ...).
-json tojson(const json& v, const std::vector<json>& a, const json& kw, int line) {
-    JsonStyle st;
-    for (const auto& [k, x] : kw.items()) {
-        if (k == "indent" && (x.is_number_integer() || x.is_null())) {
-            st.indent = x.is_null() ? -1 : int(x.get<int64_t>());
-        } else if (k == "ensure_ascii" && x.is_boolean()) {
-            st.ensure_ascii = x.get<bool>();
-        } else if (k != "sort_keys" || !x.is_boolean()) {  // keys are kept sorted already
-            fail(line, fmt::format("tojson: keyword argument '{}' is not supported (indent, "
-                                   "ensure_ascii, sort_keys)",
-                                   k));
-        }
-    }
-    if (a.size() == 1 && a[0].is_number_integer()) st.indent = int(a[0].get<int64_t>());
-    std::string s;
-    py_json(v, s, st);
-    return s;
-}
-
-}  // namespace
-
-json apply_filter(const std::string& f, const json& v, const std::vector<json>& a, int line,
-                  const json& kw) {
-    if (!kw.empty() && f != "tojson") {
-        fail(line, fmt::format("filter '{}' takes no keyword argument '{}'", f, kw.begin().key()));
-    }
-    if (f == "trim") return call_method(json(to_str(v)), "strip", {}, line);
-    if (f == "length" || f == "count") {
-        if (v.is_string()) return json(v.get_ref<const std::string&>().size());
-        if (v.is_array() || v.is_object()) return json(v.size());
-        return json(0);
-    }
-    if (f == "tojson") return tojson(v, a, kw, line);
-    if (f == "upper" || f == "lower" || f == "capitalize" || f == "title")
-        return call_method(json(to_str(v)), f, {}, line);
-    if (f == "string") return to_str(v);
-    if (f == "safe") return v;
-    if (f == "int") {
-        if (v.is_number()) return json(int64_t(v.get<double>()));
-        try {
-            return json(std::stoll(to_str(v)));
-        } catch (...) {
-            return json(0);
-        }
-    }
-    if (f == "first") return v.is_array() && !v.empty() ? v.front() : undefined();
-    if (f == "last") return v.is_array() && !v.empty() ? v.back() : undefined();
-    if (f == "default" || f == "d") {
-        const bool use = is_undef(v) || (a.size() > 1 && truthy(a[1]) && !truthy(v));
-        return use ? (a.empty() ? json("") : a[0]) : v;
-    }
-    if (f == "join") {
-        std::string s;
-        const std::string sep = a.empty() ? "" : to_str(a[0]);
-        if (v.is_array()) {
-            for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + to_str(v[i]);
-        }
-        return s;
-    }
-    if (f == "items") return call_method(v, "items", {}, line);
-    if (f == "list") return v.is_array() ? v : json::array();
-    fail(line, fmt::format("unknown filter '{}'", f));
-}
-
-bool apply_test(const std::string& t, const json& v, const std::vector<json>& a, int line) {
-    if (t == "defined") return !is_undef(v);
-    if (t == "undefined") return is_undef(v);
-    if (t == "none") return v.is_null();
-    if (t == "string") return v.is_string();
-    if (t == "number") return v.is_number();
-    if (t == "integer") return v.is_number_integer();
-    if (t == "boolean") return v.is_boolean();
-    if (t == "mapping") return v.is_object();
-    if (t == "sequence" || t == "iterable") return v.is_array() || v.is_string() || v.is_object();
-    if (t == "true") return v.is_boolean() && v.get<bool>();
-    if (t == "false") return v.is_boolean() && !v.get<bool>();
-    if ((t == "equalto" || t == "eq" || t == "sameas") && !a.empty()) return v == a[0];
-    if (t == "odd" && v.is_number_integer()) return v.get<int64_t>() % 2 != 0;
-    if (t == "even" && v.is_number_integer()) return v.get<int64_t>() % 2 == 0;
-    fail(line, fmt::format("unknown test '{}'", t));
-}
 
 json arith(const std::string& op, const json& l, const json& r, int line) {
     if (op == "+" && l.is_string() && r.is_string())
@@ -286,35 +250,166 @@ json arith(const std::string& op, const json& l, const json& r, int line) {
         for (const auto& x : r) out.push_back(x);
         return out;
     }
-    if (!l.is_number() || !r.is_number()) {
-        fail(line, fmt::format("'{}' needs numbers (or two strings / lists for +), got {} and {}",
-                               op, is_undef(l) ? "undefined" : l.type_name(),
-                               is_undef(r) ? "undefined" : r.type_name()));
+    if (op == "*" && (l.is_string() || l.is_array()) && r.is_number_integer())
+        return repeat(l, std::min<int64_t>(r.get<int64_t>(), 1 << 20));
+    if (is_undef(l) || is_undef(r)) fail(line, fmt::format("'{}' on an undefined value", op));
+    auto num = [](const json& x) { return x.is_number() || x.is_boolean(); };
+    if (!num(l) || !num(r)) {
+        fail(line, fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op,
+                               type_name(l), type_name(r)));
     }
-    const bool ints = l.is_number_integer() && r.is_number_integer();
-    if (ints && op != "/") {
-        const int64_t a = l.get<int64_t>(), b = r.get<int64_t>();
-        if (op == "+") return a + b;
-        if (op == "-") return a - b;
-        if (op == "*") return a * b;
-        if (b == 0) fail(line, "division by zero");
-        if (op == "//") return a / b;
-        if (op == "%") return ((a % b) + b) % b;
-    }
-    const double a = l.get<double>(), b = r.get<double>();
+    auto as_int = [](const json& x) {
+        return x.is_boolean() ? int64_t(x.get<bool>()) : x.get<int64_t>();
+    };
+    if (!l.is_number_float() && !r.is_number_float())
+        return int_arith(op, as_int(l), as_int(r), line);
+    const double a = l.is_boolean() ? double(l.get<bool>()) : l.get<double>();
+    const double b = r.is_boolean() ? double(r.get<bool>()) : r.get<double>();
     if (op == "+") return a + b;
     if (op == "-") return a - b;
     if (op == "*") return a * b;
-    if (b == 0) fail(line, "division by zero");
+    if (op == "**") return std::pow(a, b);
+    if (b == 0) fail(line, "float division by zero");
     if (op == "/") return a / b;
     if (op == "//") return std::floor(a / b);
-    return std::fmod(a, b);
+    return a - b * std::floor(a / b);
 }
 
-bool less(const json& l, const json& r, int line) {
-    if (l.is_number() && r.is_number()) return l.get<double>() < r.get<double>();
-    if (l.is_string() && r.is_string()) return l.get<std::string>() < r.get<std::string>();
-    fail(line, "comparison needs two numbers or two strings");
+bool contains(const json& c, const json& item, int line) {
+    if (c.is_string()) {
+        if (!item.is_string()) {
+            fail(line, fmt::format("'in <string>' requires string as left operand, not {}",
+                                   type_name(item)));
+        }
+        return c.get_ref<const std::string&>().find(item.get_ref<const std::string&>()) !=
+               std::string::npos;
+    }
+    if (c.is_array()) {
+        return std::any_of(c.begin(), c.end(), [&](const json& x) { return py_equal(x, item); });
+    }
+    if (c.is_object()) return item.is_string() && c.contains(item.get<std::string>());
+    if (is_undef(c)) return false;
+    fail(line, fmt::format("argument of type '{}' is not iterable", type_name(c)));
+}
+
+std::vector<std::string> code_points(const std::string& s) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+        n = std::min(n, s.size() - i);
+        out.push_back(s.substr(i, n));
+        i += n;
+    }
+    return out;
+}
+
+int64_t py_len(const json& v, int line) {
+    if (v.is_string()) return int64_t(code_points(v.get_ref<const std::string&>()).size());
+    if (v.is_array() || v.is_object()) return int64_t(v.size());
+    if (is_undef(v)) return 0;
+    fail(line, fmt::format("object of type '{}' has no len()", type_name(v)));
+}
+
+json item_of(const json& o, const json& k, int line) {
+    if (is_undef(o)) fail(line, fmt::format("cannot index an undefined value with {}", py_repr(k)));
+    if (o.is_object() && k.is_string()) {
+        auto it = o.find(k.get<std::string>());
+        return it != o.end() ? *it : undefined();
+    }
+    if ((o.is_array() || o.is_string()) && k.is_number_integer()) {
+        const int64_t n = py_len(o, line);
+        int64_t i = k.get<int64_t>();
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) return undefined();
+        return o.is_array() ? o[size_t(i)]
+                            : json(code_points(o.get_ref<const std::string&>())[size_t(i)]);
+    }
+    if (k.is_string()) return attr_of(o, k.get<std::string>(), line);
+    return undefined();
+}
+
+json attr_of(const json& o, const std::string& name, int line) {
+    if (is_undef(o)) fail(line, fmt::format("'{}' of an undefined value", name));
+    if (o.is_object()) {
+        auto it = o.find(name);
+        if (it != o.end()) return *it;
+    }
+    return undefined();
+}
+
+json slice_of(const json& o, std::optional<int64_t> lo, std::optional<int64_t> hi,
+              std::optional<int64_t> step_in, int line) {
+    if (!o.is_array() && !o.is_string()) fail(line, fmt::format("cannot slice a {}", type_name(o)));
+    const int64_t step = step_in.value_or(1);
+    if (step == 0) fail(line, "slice step cannot be zero");
+    const std::vector<std::string> cps =
+        o.is_string() ? code_points(o.get_ref<const std::string&>()) : std::vector<std::string>{};
+    const int64_t n = o.is_string() ? int64_t(cps.size()) : int64_t(o.size());
+    auto norm = [n, step](int64_t i) {
+        if (i < 0) i += n;
+        return step > 0 ? std::clamp<int64_t>(i, 0, n) : std::clamp<int64_t>(i, -1, n - 1);
+    };
+    const int64_t b = lo ? norm(*lo) : (step > 0 ? 0 : n - 1);
+    const int64_t e = hi ? norm(*hi) : (step > 0 ? n : -1);
+    std::string str;
+    json arr = json::array();
+    for (int64_t i = b; step > 0 ? i < e : i > e; i += step) {
+        if (o.is_string()) {
+            str += cps[size_t(i)];
+        } else {
+            arr.push_back(o[size_t(i)]);
+        }
+    }
+    return o.is_string() ? json(str) : arr;
+}
+
+json iterate(const json& it, int line) {
+    if (it.is_array()) return it;
+    json items = json::array();
+    if (it.is_object()) {
+        for (const auto& [k, v] : it.items()) items.push_back(k);
+    } else if (it.is_string()) {
+        for (auto& c : code_points(it.get_ref<const std::string&>())) items.push_back(c);
+    } else if (!is_undef(it)) {
+        fail(line, fmt::format("'{}' object is not iterable", type_name(it)));
+    }
+    return items;
+}
+
+json* Scope::find(const std::string& name) {
+    for (size_t i = frames.size(); i > barrier; --i) {
+        auto f = frames[i - 1].find(name);
+        if (f != frames[i - 1].end()) return &f->second;
+    }
+    if (barrier > 0) {
+        for (size_t i = std::min(macro_base, frames.size()); i > 0; --i) {
+            auto f = frames[i - 1].find(name);
+            if (f != frames[i - 1].end()) return &f->second;
+        }
+    }
+    return nullptr;
+}
+
+std::vector<json> bind_args(const Args& a, const std::vector<std::string>& names,
+                            const std::string& what, int line) {
+    if (a.pos.size() > names.size()) {
+        fail(line, fmt::format("{} takes at most {} arguments ({} given)", what, names.size(),
+                               a.pos.size()));
+    }
+    std::vector<json> out(names.size(), undefined());
+    for (size_t i = 0; i < a.pos.size(); ++i) out[i] = a.pos[i];
+    for (const auto& [k, v] : a.kw.items()) {
+        auto it = std::find(names.begin(), names.end(), k);
+        if (it == names.end()) {
+            std::string allowed;
+            for (const auto& n : names) allowed += (allowed.empty() ? "" : ", ") + n;
+            fail(line, fmt::format("{} got an unexpected keyword argument '{}' (allowed: {})", what,
+                                   k, allowed.empty() ? "none" : allowed));
+        }
+        out[size_t(it - names.begin())] = v;
+    }
+    return out;
 }
 
 }  // namespace pagoda::server::jinja

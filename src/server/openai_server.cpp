@@ -27,7 +27,9 @@ bool equal_constant_time(std::string_view a, std::string_view b) {
 }  // namespace
 
 OpenAiServer::OpenAiServer(engine::Engine& engine, ServerConfig cfg)
-    : engine_(engine), cfg_(std::move(cfg)), created_(unix_now()), metrics_(cfg_.length_classes) {}
+    : engine_(engine), cfg_(std::move(cfg)), created_(unix_now()), metrics_(cfg_.length_classes) {
+    if (!cfg_.chat) cfg_.chat = ChatTemplate::create(engine_.model().tokenizer().vocab(), {});
+}
 
 const char* OpenAiServer::replica_state() const {
     if (draining_) return "draining";
@@ -94,7 +96,7 @@ http::Reply OpenAiServer::route(const http::Request& req, Origin origin) {
     if (p == "/v1/chat/completions" && post) {
         return generate(req, Endpoint::kChatCompletions, origin);
     }
-    if (p == "/tokenize" && post) return tokenize(req, engine_);
+    if (p == "/tokenize" && post) return tokenize(req, engine_, *cfg_.chat);
     if (p == "/detokenize" && post) return detokenize(req, engine_);
     return reply(
         api_error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
@@ -108,8 +110,9 @@ http::Reply OpenAiServer::generate(const http::Request& req, Endpoint endpoint, 
     if (!ready_ && origin != Origin::kWarmup) {
         return reply(api_error(503, "the server is warming up; retry shortly", "server_error"));
     }
-    return start_completion(req, endpoint, origin,
-                            {engine_, metrics_, in_flight_, cfg_.served_model_name});
+    return start_completion(
+        req, endpoint, origin,
+        {engine_, metrics_, in_flight_, cfg_.served_model_name, cfg_.chat.get()});
 }
 
 http::Reply OpenAiServer::health() const {

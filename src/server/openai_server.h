@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "http/server.h"
+#include "server/chat_template.h"
 #include "server/completion_call.h"
 #include "server/config_admin.h"
 #include "server/metrics_exporter.h"
@@ -35,6 +36,9 @@ struct ServerConfig {
     LengthClasses length_classes;    // the business layer's short | long split
     int64_t memory_limit_bytes = 0;  // --memory-limit or the cgroup's (0: physical memory)
     double memory_bandwidth = 0;     // measured peak, bytes/s, for the bandwidth metrics
+    // How chats are rendered (--chat-template, --trust-request-chat-template); null: the
+    // model's template with the defaults.
+    std::shared_ptr<const ChatTemplate> chat;
 };
 
 class OpenAiServer {

@@ -61,11 +61,20 @@ std::optional<RequestError> read_completion_prompts(const json& j, const tokeniz
 }
 
 // `messages` of /v1/chat/completions, rendered with the model's chat template.
-std::optional<RequestError> read_chat_prompt(const json& j, const tokenizer::Tokenizer& tok,
+std::optional<RequestError> read_chat_prompt(const json& j, const RequestLimits& limits,
+                                             const tokenizer::Tokenizer& tok,
                                              std::vector<std::vector<int32_t>>& prompts) {
-    if (!j.contains("messages")) return bad("'messages' is required", "messages");
-    auto rendered = render_chat(j["messages"], tok.vocab(), true);
-    if (!rendered.ok()) return bad(rendered.error().message, "messages");
+    auto in =
+        read_chat_input(limits.ordered_body ? *limits.ordered_body : nlohmann::ordered_json(j));
+    if (auto* e = std::get_if<ChatInputError>(&in)) return bad(e->message, e->param);
+    std::shared_ptr<const ChatTemplate> own;
+    const ChatTemplate* ct = limits.chat;
+    if (ct == nullptr) ct = (own = ChatTemplate::create(tok.vocab(), {})).get();
+    const ChatInput& input = std::get<ChatInput>(in);
+    auto rendered = ct->render(input);
+    if (!rendered.ok()) {
+        return bad(rendered.error().message, input.chat_template ? "chat_template" : "messages");
+    }
     prompts.push_back(tok.encode(rendered->text, {rendered->add_bos ? tokenizer::AddSpecial::kYes
                                                                     : tokenizer::AddSpecial::kNo,
                                                   tokenizer::ParseSpecial::kYes}));
@@ -235,8 +244,8 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(
     }
     ParsedRequest out;
     bool max_given = false;
-    std::optional<RequestError> e =
-        chat ? read_chat_prompt(j, tok, out.prompts) : read_completion_prompts(j, tok, out.prompts);
+    std::optional<RequestError> e = chat ? read_chat_prompt(j, limits, tok, out.prompts)
+                                         : read_completion_prompts(j, tok, out.prompts);
     if (!e) e = read_max_tokens(j, chat, limits.max_model_len, out.sampling, max_given);
     if (!e) e = read_sampling_scalars(j, out.sampling, out.priority);
     if (!e) e = read_stops(j, out.sampling);

@@ -58,10 +58,15 @@ std::optional<FieldError> read(const nlohmann::json& j, const char* key, T& out,
     return std::nullopt;
 }
 
+class ChatTemplate;
+
 struct RequestLimits {
     std::string served_model_name;
     int max_model_len = 0;
     int64_t vocab_size = 0;
+    const ChatTemplate* chat = nullptr;  // null: the model's template, parsed per request
+    // The body again with its key order (tools' parameters keep their order in the prompt).
+    const nlohmann::ordered_json* ordered_body = nullptr;
 };
 
 struct ParsedRequest {

@@ -9,7 +9,8 @@
 
 namespace pagoda::server {
 
-http::Reply tokenize(const http::Request& req, const engine::Engine& engine) {
+http::Reply tokenize(const http::Request& req, const engine::Engine& engine,
+                     const ChatTemplate& chat) {
     http::Response err;
     auto j = parse_body(req, err);
     if (!j) return reply(err);
@@ -20,7 +21,9 @@ http::Reply tokenize(const http::Request& req, const engine::Engine& engine) {
     }
     std::string text;
     if (j->contains("messages")) {
-        auto rendered = render_chat((*j)["messages"], tok.vocab(), true);
+        auto in = read_chat_input(nlohmann::ordered_json::parse(req.body, nullptr, false));
+        if (auto* e = std::get_if<ChatInputError>(&in)) return bad_request(e->message, e->param);
+        auto rendered = chat.render(std::get<ChatInput>(in));
         if (!rendered.ok()) return bad_request(rendered.error().message, "messages");
         text = rendered->text;
         add_special = rendered->add_bos;

@@ -7,7 +7,11 @@
 
 namespace pagoda::server {
 
-http::Reply tokenize(const http::Request& req, const engine::Engine& engine);
+class ChatTemplate;
+
+// /tokenize: a prompt, or chat messages rendered with the server's chat template.
+http::Reply tokenize(const http::Request& req, const engine::Engine& engine,
+                     const ChatTemplate& chat);
 http::Reply detokenize(const http::Request& req, const engine::Engine& engine);
 
 }  // namespace pagoda::server
