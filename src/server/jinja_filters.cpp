@@ -51,21 +51,6 @@ json sorted(json items, const json& attribute, bool case_sensitive, bool reverse
     return json(v);
 }
 
-std::string html_escape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&#34;"; break;
-            case '\'': out += "&#39;"; break;
-            default: out += c;
-        }
-    }
-    return out;
-}
-
 json indent(const json& v, const std::vector<json>& a) {
     const std::string pad =
         a[0].is_string() ? a[0].get<std::string>()
@@ -146,7 +131,7 @@ json select(Scope& s, const json& v, const Args& a, bool attr, bool keep, int li
     const std::string test = a.pos.size() > t0 ? to_str(a.pos[t0]) : "";
     Args targs;
     for (size_t i = t0 + 1; i < a.pos.size(); ++i) targs.pos.push_back(a.pos[i]);
-    for (const auto& item : iterate(v, line)) {
+    for (const auto& item : iterate(v.is_null() ? json::array() : v, line)) {  // `if seq` guard
         const json x = attr ? get_path(item, a.pos.empty() ? json("") : a.pos[0], line) : item;
         const bool pass = test.empty() ? truthy(x) : apply_test(s, test, x, targs, line);
         if (pass == keep) out.push_back(item);
@@ -154,8 +139,9 @@ json select(Scope& s, const json& v, const Args& a, bool attr, bool keep, int li
     return out;
 }
 
-json map_filter(Scope& s, const json& v, const Args& a, int line) {
+json map_filter(Scope& s, const json& v_in, const Args& a, int line) {
     json out = json::array();
+    const json v = v_in.is_null() ? json::array() : v_in;  // jinja2 guards with `if seq`
     if (a.kw.contains("attribute")) {
         const json def = a.kw.value("default", undefined());
         for (const auto& item : iterate(v, line)) {
@@ -255,7 +241,11 @@ const std::unordered_map<std::string, FilterDef>& filters() {
           {}}},
         {"dictsort", {{"case_sensitive", "by", "reverse"}, dictsort, {}}},
         {"escape",
-         {{}, [](const json& v, const V&, int) { return json(html_escape(to_str(v))); }, {}}},
+         {{},
+          [](const json& v, const V&, int) {
+              return is_markup(v) ? v : make_markup(html_escape(to_str(v)));
+          },
+          {}}},
         {"first",
          {{},
           [](const json& v, const V&, int l) {
@@ -355,7 +345,10 @@ const std::unordered_map<std::string, FilterDef>& filters() {
           },
           {}}},
         {"round", {{"precision", "method"}, round_filter, {}}},
-        {"safe", {{}, [](const json& v, const V&, int) { return v; }, {}}},
+        {"safe",
+         {{},
+          [](const json& v, const V&, int) { return is_markup(v) ? v : make_markup(to_str(v)); },
+          {}}},
         {"select",
          {{},
           {},
@@ -374,7 +367,8 @@ const std::unordered_map<std::string, FilterDef>& filters() {
               return sorted(v, a[2], truthy(a[1]), truthy(a[0]), l);
           },
           {}}},
-        {"string", {{}, [](const json& v, const V&, int) { return json(to_str(v)); }, {}}},
+        {"string",
+         {{}, [](const json& v, const V&, int) { return is_markup(v) ? v : json(to_str(v)); }, {}}},
         {"sum", {{"attribute", "start"}, sum, {}}},
         {"title",
          {{},
@@ -428,7 +422,11 @@ const std::unordered_map<std::string, std::string>& filter_aliases() {
 
 }  // namespace
 
-json apply_filter(Scope& s, const std::string& name, const json& v, const Args& a, int line) {
+json apply_filter(Scope& s, const std::string& name, const json& v_in, const Args& a, int line) {
+    json t;  // Markup is a str to the filters, except those that keep it
+    const bool keeps = name == "safe" || name == "string" || name == "escape" || name == "e" ||
+                       name == "default" || name == "d";
+    const json& v = keeps ? v_in : plain(v_in, t);
     auto al = filter_aliases().find(name);
     const std::string& f = al != filter_aliases().end() ? al->second : name;
     auto it = filters().find(f);
@@ -491,7 +489,8 @@ const std::unordered_map<std::string, Test>& tests() {
         {"lower", [](Scope&, const json& v, const V&, int) { return is_lower(to_str(v), false); }},
         {"lt",
          [arg](Scope&, const json& v, const V& a, int l) { return py_less(v, arg(a, l), l); }},
-        {"mapping", [](Scope&, const json& v, const V&, int) { return v.is_object(); }},
+        {"mapping",
+         [](Scope&, const json& v, const V&, int) { return v.is_object() && !is_markup(v); }},
         {"ne", [arg](Scope&, const json& v, const V& a, int l) { return !py_equal(v, arg(a, l)); }},
         {"none", [](Scope&, const json& v, const V&, int) { return v.is_null(); }},
         {"number",
@@ -506,7 +505,8 @@ const std::unordered_map<std::string, Test>& tests() {
          }},
         {"sequence", [](Scope&, const json& v, const V&,
                         int) { return v.is_array() || v.is_string() || v.is_object(); }},
-        {"string", [](Scope&, const json& v, const V&, int) { return v.is_string(); }},
+        {"string",
+         [](Scope&, const json& v, const V&, int) { return v.is_string() || is_markup(v); }},
         {"test", [](Scope&, const json& v, const V&,
                     int) { return v.is_string() && has_test(v.get<std::string>()); }},
         {"true",

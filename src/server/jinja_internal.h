@@ -44,6 +44,17 @@ struct TemplateRaised : std::runtime_error {
 const json& undefined();
 inline bool is_undef(const json& v) { return v.is_discarded(); }
 inline bool is_macro(const json& v) { return v.is_binary(); }
+// Markup (a string marked safe by |safe or |escape): Python's str subclass whose `+`
+// HTML-escapes the other operand. Held as {"\x01markup": text}; plain() gives the text as
+// a str for everything else.
+json make_markup(std::string text);
+bool is_markup(const json& v);
+inline const json& plain(const json& v, json& tmp) {
+    if (!is_markup(v)) return v;
+    tmp = v.begin().value();
+    return tmp;
+}
+std::string html_escape(const std::string& s);
 const char* type_name(const json& v);  // Python's name: str, int, list, dict, NoneType, ...
 bool truthy(const json& v);
 std::string to_str(const json& v);   // str(v)

@@ -263,8 +263,11 @@ std::optional<json> dict_method(const json& obj, const std::string& m, const Arg
 
 }  // namespace
 
-json call_method(Scope&, json* target, const json& obj, const std::string& m, const Args& a,
+json call_method(Scope&, json* target, const json& obj_in, const std::string& m, const Args& a,
                  int line) {
+    json t;
+    const json& obj = plain(obj_in, t);
+    if (is_markup(obj_in)) target = nullptr;
     std::optional<json> r;
     if (obj.is_string()) r = string_method(obj.get_ref<const std::string&>(), m, a, line);
     if (obj.is_array()) r = list_method(target, obj, m, a, line);

@@ -19,8 +19,34 @@ const json& undefined() {
     return u;
 }
 
+json make_markup(std::string text) {
+    json m = json::object();
+    m["\x01markup"] = std::move(text);
+    return m;
+}
+
+bool is_markup(const json& v) {
+    return v.is_object() && v.size() == 1 && v.begin().key() == "\x01markup";
+}
+
+std::string html_escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        switch (c) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '"': out += "&#34;"; break;
+            case '\'': out += "&#39;"; break;
+            default: out += c;
+        }
+    }
+    return out;
+}
+
 const char* type_name(const json& v) {
     if (is_undef(v)) return "Undefined";
+    if (is_markup(v)) return "Markup";
     if (is_macro(v)) return "Macro";
     if (v.is_null()) return "NoneType";
     if (v.is_boolean()) return "bool";
@@ -37,6 +63,7 @@ bool truthy(const json& v) {
     if (v.is_number_integer()) return v.get<int64_t>() != 0;
     if (v.is_number()) return v.get<double>() != 0.0;
     if (v.is_string()) return !v.get_ref<const std::string&>().empty();
+    if (is_markup(v)) return !v.begin()->get_ref<const std::string&>().empty();
     if (v.is_array() || v.is_object()) return !v.empty();
     return true;
 }
@@ -89,6 +116,7 @@ std::string repr_string(const std::string& s) {
 }  // namespace
 
 std::string py_repr(const json& v) {
+    if (is_markup(v)) return "Markup(" + repr_string(v.begin()->get<std::string>()) + ")";
     if (v.is_string()) return repr_string(v.get_ref<const std::string&>());
     if (v.is_array()) {
         std::string s = "[";
@@ -110,6 +138,7 @@ std::string py_repr(const json& v) {
 std::string to_str(const json& v) {
     if (is_undef(v)) return "";
     if (v.is_string()) return v.get<std::string>();
+    if (is_markup(v)) return v.begin()->get<std::string>();
     if (v.is_null()) return "None";
     if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
     if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
@@ -120,6 +149,7 @@ std::string to_str(const json& v) {
 }
 
 void py_json(const json& v, std::string& out, const JsonStyle& st, int depth, int line) {
+    if (is_markup(v)) return py_json(v.begin().value(), out, st, depth, line);
     if (v.is_object() || v.is_array()) {
         if (depth > 200) fail(line, "tojson: value nested too deeply");
         const bool obj = v.is_object();
@@ -158,7 +188,10 @@ void py_json(const json& v, std::string& out, const JsonStyle& st, int depth, in
     }
 }
 
-bool py_equal(const json& l, const json& r) {
+bool py_equal(const json& l_in, const json& r_in) {
+    json lt, rt;
+    const json& l = plain(l_in, lt);
+    const json& r = plain(r_in, rt);
     if (is_undef(l) || is_undef(r)) return is_undef(l) && is_undef(r);
     if (l.is_number() && r.is_number()) {
         if (l.is_number_float() || r.is_number_float()) return l.get<double>() == r.get<double>();
@@ -186,7 +219,10 @@ bool py_equal(const json& l, const json& r) {
     return l == r;
 }
 
-bool py_less(const json& l, const json& r, int line) {
+bool py_less(const json& l_in, const json& r_in, int line) {
+    json lt, rt;
+    const json& l = plain(l_in, lt);
+    const json& r = plain(r_in, rt);
     if ((l.is_number() || l.is_boolean()) && (r.is_number() || r.is_boolean())) {
         auto num = [](const json& x) {
             return x.is_boolean() ? double(x.get<bool>()) : x.get<double>();
@@ -242,7 +278,17 @@ json int_arith(const std::string& op, int64_t a, int64_t b, int line) {
 
 }  // namespace
 
-json arith(const std::string& op, const json& l, const json& r, int line) {
+json arith(const std::string& op, const json& l_in, const json& r_in, int line) {
+    if (op == "+" && (is_markup(l_in) || is_markup(r_in)) &&
+        (l_in.is_string() || is_markup(l_in)) && (r_in.is_string() || is_markup(r_in))) {
+        auto side = [](const json& x) {  // Markup + str escapes the str
+            return is_markup(x) ? to_str(x) : html_escape(x.get<std::string>());
+        };
+        return make_markup(side(l_in) + side(r_in));
+    }
+    json lt, rt;
+    const json& l = plain(l_in, lt);
+    const json& r = plain(r_in, rt);
     if (op == "+" && l.is_string() && r.is_string())
         return l.get<std::string>() + r.get<std::string>();
     if (op == "+" && l.is_array() && r.is_array()) {
@@ -275,7 +321,10 @@ json arith(const std::string& op, const json& l, const json& r, int line) {
     return a - b * std::floor(a / b);
 }
 
-bool contains(const json& c, const json& item, int line) {
+bool contains(const json& c_in, const json& item_in, int line) {
+    json ct, it;
+    const json& c = plain(c_in, ct);
+    const json& item = plain(item_in, it);
     if (c.is_string()) {
         if (!item.is_string()) {
             fail(line, fmt::format("'in <string>' requires string as left operand, not {}",
@@ -304,14 +353,18 @@ std::vector<std::string> code_points(const std::string& s) {
     return out;
 }
 
-int64_t py_len(const json& v, int line) {
+int64_t py_len(const json& v_in, int line) {
+    json t;
+    const json& v = plain(v_in, t);
     if (v.is_string()) return int64_t(code_points(v.get_ref<const std::string&>()).size());
     if (v.is_array() || v.is_object()) return int64_t(v.size());
     if (is_undef(v)) return 0;
     fail(line, fmt::format("object of type '{}' has no len()", type_name(v)));
 }
 
-json item_of(const json& o, const json& k, int line) {
+json item_of(const json& o_in, const json& k, int line) {
+    json t;
+    const json& o = plain(o_in, t);
     if (is_undef(o)) fail(line, fmt::format("cannot index an undefined value with {}", py_repr(k)));
     if (o.is_object() && k.is_string()) {
         auto it = o.find(k.get<std::string>());
@@ -338,8 +391,10 @@ json attr_of(const json& o, const std::string& name, int line) {
     return undefined();
 }
 
-json slice_of(const json& o, std::optional<int64_t> lo, std::optional<int64_t> hi,
+json slice_of(const json& o_in, std::optional<int64_t> lo, std::optional<int64_t> hi,
               std::optional<int64_t> step_in, int line) {
+    json t;
+    const json& o = plain(o_in, t);
     if (!o.is_array() && !o.is_string()) fail(line, fmt::format("cannot slice a {}", type_name(o)));
     const int64_t step = step_in.value_or(1);
     if (step == 0) fail(line, "slice step cannot be zero");
@@ -364,7 +419,9 @@ json slice_of(const json& o, std::optional<int64_t> lo, std::optional<int64_t> h
     return o.is_string() ? json(str) : arr;
 }
 
-json iterate(const json& it, int line) {
+json iterate(const json& it_in, int line) {
+    json t;
+    const json& it = plain(it_in, t);
     if (it.is_array()) return it;
     json items = json::array();
     if (it.is_object()) {
