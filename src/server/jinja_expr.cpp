@@ -41,14 +41,14 @@ Expr ExprParser::parse_all() {
     return e;
 }
 
-Expr ExprParser::tuple_or_expr() {
-    Expr first = expr();
+Expr ExprParser::tuple_or_expr(bool with_condexpr) {
+    Expr first = with_condexpr ? expr() : or_();
     if (!is_op(",")) return first;
     std::vector<Expr> items{first};
     while (is_op(",")) {
         ++p_;
         if (at_end() || is_op(")")) break;
-        items.push_back(expr());
+        items.push_back(with_condexpr ? expr() : or_());
     }
     return [items](Scope& s) {
         json out = json::array();

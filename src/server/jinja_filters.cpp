@@ -93,6 +93,7 @@ json round_filter(const json& v, const std::vector<json>& a, int line) {
     if (!v.is_number()) fail(line, fmt::format("round: a number is needed, got {}", type_name(v)));
     const int64_t prec = a[0].is_number_integer() ? a[0].get<int64_t>() : 0;
     const std::string method = is_undef(a[1]) ? "common" : to_str(a[1]);
+    if (method == "common" && v.is_number_integer()) return v;  // Python: round(int, n) is an int
     const double f = std::pow(10.0, double(prec)), x = v.get<double>() * f;
     double r;
     if (method == "common") {
@@ -211,7 +212,11 @@ const std::unordered_map<std::string, FilterDef>& filters() {
           {}}},
         {"attr",
          {{"name"},
-          [](const json& v, const V& a, int l) { return attr_of(v, to_str(a[0]), l); },
+          // Python attributes only (getattr), never dict keys: nothing on JSON values.
+          [](const json& v, const V&, int l) {
+              if (is_undef(v)) fail(l, "attr of an undefined value");
+              return undefined();
+          },
           {}}},
         {"capitalize",
          {{},

@@ -141,8 +141,10 @@ std::vector<Piece> split_template(const std::string& src);
 class ExprParser {
   public:
     ExprParser(std::vector<Tok> toks, int line) : t_(std::move(toks)), line_(line) {}
-    Expr expr();                    // a full expression (conditional)
-    Expr tuple_or_expr();           // `a, b` (a list) or one expression
+    Expr expr();  // a full expression (conditional)
+    // `a, b` (a list) or one expression; a for loop's iterable has no `x if c else y`
+    // (its `if` filters the loop).
+    Expr tuple_or_expr(bool with_condexpr = true);
     Expr parse_all();               // an expression that must use every token
     Expr filter_chain(Expr input);  // `f(args) | g` after a statement's name
     Ref ref_of_last() const { return last_ref_; }

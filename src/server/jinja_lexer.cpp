@@ -16,14 +16,30 @@ bool is_word(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 |
 Tok lex_number(const std::string& s, size_t& i, int line) {
     size_t j = i;
     bool real = false;
-    while (j < s.size() && (is_digit(s[j]) || s[j] == '.')) {
-        if (s[j] == '.') {
-            if (j + 1 >= s.size() || !is_digit(s[j + 1])) break;
-            real = true;
-        }
+    auto digits = [&] {  // digits with single underscores between them (1_000)
+        while (j < s.size() &&
+               (is_digit(s[j]) || (s[j] == '_' && j + 1 < s.size() && is_digit(s[j + 1]))))
+            ++j;
+    };
+    digits();
+    if (j + 1 < s.size() && s[j] == '.' && is_digit(s[j + 1])) {
+        real = true;
         ++j;
+        digits();
     }
-    const std::string t = s.substr(i, j - i);
+    if (j + 1 < s.size() && (s[j] == 'e' || s[j] == 'E')) {
+        size_t k = j + 1;
+        if (k < s.size() && (s[k] == '+' || s[k] == '-')) ++k;
+        if (k < s.size() && is_digit(s[k])) {
+            real = true;
+            j = k;
+            digits();
+        }
+    }
+    std::string t;
+    for (size_t k = i; k < j; ++k) {
+        if (s[k] != '_') t += s[k];
+    }
     errno = 0;
     char* end = nullptr;
     const json v = real ? json(std::strtod(t.c_str(), &end))

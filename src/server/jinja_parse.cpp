@@ -163,7 +163,7 @@ Node StatementParser::parse_for(ExprParser& p, int line, int depth) {
     } while (p.is_op(","));
     if (!p.is_name("in")) fail(line, "expected 'for x in ...'");
     p.name();
-    n.expr = p.tuple_or_expr();
+    n.expr = p.tuple_or_expr(false);
     if (p.is_name("if")) {
         p.name();
         n.cond = p.expr();

@@ -60,6 +60,42 @@ TEST(Jinja, GoldenRenderings) {
     EXPECT_EQ(checked, 16);  // 8 templates x 2 message sets
 }
 
+// Every statement, filter, test, method and whitespace rule, against the text Python's
+// jinja2 renders (testdata/chat-templates/unit_cases.json, kept true by
+// tests/chat_templates/unit_cases.py in ctest's chat_templates_test).
+TEST(Jinja, UnitCasesMatchJinja2) {
+    const nlohmann::ordered_json all =
+        nlohmann::ordered_json::parse(slurp(kDir / "unit_cases.json"));
+    RenderOptions opts;
+    std::tm tm{};
+    tm.tm_year = 2026 - 1900;
+    tm.tm_mon = 6;
+    tm.tm_mday = 26;
+    tm.tm_isdst = -1;
+    opts.now = std::mktime(&tm);
+    int checked = 0;
+    for (const auto& c : all["cases"]) {
+        const std::string name = c["name"];
+        auto t = Template::parse(c["template"].get<std::string>());
+        Result<std::string> r =
+            t.ok() ? t->render(all["context"], opts) : Result<std::string>(t.error());
+        if (c.contains("expect")) {
+            EXPECT_TRUE(r.ok()) << name << ": " << r.error().message;
+            if (r.ok()) {
+                EXPECT_EQ(*r, c["expect"].get<std::string>()) << name;
+            }
+        } else {
+            EXPECT_FALSE(r.ok()) << name << " renders '" << *r << "' but jinja2 fails";
+            if (!r.ok() && c.contains("raises")) {
+                EXPECT_NE(r.error().message.find(c["raises"].get<std::string>()), std::string::npos)
+                    << name << ": " << r.error().message;
+            }
+        }
+        ++checked;
+    }
+    EXPECT_GE(checked, 80);
+}
+
 TEST(Jinja, ErrorsNameTheLine) {
     auto t = Template::parse("line one\n{% for x in xs %}\n{{ x }}\n");
     ASSERT_FALSE(t.ok());

@@ -69,6 +69,11 @@ def main():
                     print(f"FAIL {label}: {why}")
     print(f"chat templates: {len(templates)} templates x {len(conversations)} conversations: "
           f"{passed} identical ({rendered} rendered, {raised} raised in both), {failed} failed")
+    if not only:  # the unit cases' expectations must still be what jinja2 renders
+        check = subprocess.run([sys.executable, str(reference.with_name("unit_cases.py"))],
+                               capture_output=True, text=True)
+        print(check.stdout.strip())
+        failed += check.returncode != 0
     if len(templates) < 20 and not only:
         print("FAIL the corpus must hold at least 20 templates")
         failed += 1

@@ -62,14 +62,20 @@ def prepare(messages):
     return out
 
 
-def main():
-    path, conv_path, date = sys.argv[1:4]
+def make_env(date):
+    """transformers' environment, with strftime_now at `date` (YYYY-MM-DD, local)."""
     now = datetime.datetime.strptime(date, "%Y-%m-%d")
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[Generation, loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: now.strftime(fmt)
+    return env
+
+
+def main():
+    path, conv_path, date = sys.argv[1:4]
+    env = make_env(date)
     with open(path, encoding="utf-8") as f:
         source = f.read()
     with open(conv_path, encoding="utf-8") as f:
