@@ -46,7 +46,8 @@ fuzz: deps
 	@for t in gguf:4096 tokenizer:1024 jinja:2048 scenario:2048 request:4096 control:2048 rules:4096 trace:4096 router:4096; do name=$${t%%:*}; len=$${t##*:}; \
 	  echo "fuzzing $$name for $(FUZZ_SECONDS) s (log: build-fuzz/$$name.log)"; \
 	  if build-fuzz/fuzz/$${name}_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=$$len \
-	      build-fuzz/corpus-$$name fuzz/corpus/$$name > build-fuzz/$$name.log 2>&1; then \
+	      build-fuzz/corpus-$$name fuzz/corpus/$$name $$([ $$name = jinja ] && echo testdata/chat-templates/corpus) \
+	      > build-fuzz/$$name.log 2>&1; then \
 	    tail -n 1 build-fuzz/$$name.log; \
 	  else tail -n 60 build-fuzz/$$name.log; exit 1; fi; done
 

@@ -7,6 +7,20 @@
 
 namespace pagoda::server::jinja {
 
+namespace {
+
+// The value of `a`, read in place when `base` points at it (a variable, or an item or
+// attribute of one): `messages[i]` and `messages | length` do not copy the conversation.
+const json& value_of(const Expr& a, const Ref& base, Scope& s, json& tmp) {
+    if (base) {
+        if (const json* p = base(s)) return *p;
+    }
+    tmp = a(s);
+    return tmp;
+}
+
+}  // namespace
+
 struct ExprParser::Depth {  // bounds recursion on hostile input (templates come from files)
     ExprParser& p;
     explicit Depth(ExprParser& q) : p(q) {
@@ -211,6 +225,7 @@ Expr ExprParser::unary(bool with_filters) {
             const json v = x(s);
             return neg ? arith("-", json(0), v, line) : arith("+", json(0), v, line);
         };
+        last_ref_ = nullptr;  // -x | f filters -x, not x
     } else {
         a = primary();
     }
@@ -250,8 +265,7 @@ Expr ExprParser::postfix(Expr a) {
             a = attribute(a);
         } else if (is_op("[")) {
             ++p_;
-            a = subscript(a);
-            last_ref_ = nullptr;
+            a = subscript(a);     // sets last_ref_ to the item, where it has one
         } else if (is_op("(")) {  // calling a value: a macro held in a variable
             auto args = call_args();
             const int line = line_;
@@ -285,10 +299,14 @@ Expr ExprParser::attribute(Expr a) {
         return it != p->end() ? &*it : nullptr;
     })
                        : Ref();
-    return [a, attr, line](Scope& s) { return attr_of(a(s), attr, line); };
+    return [a, parent, attr, line](Scope& s) {
+        json tmp;
+        return attr_of(value_of(a, parent, s, tmp), attr, line);
+    };
 }
 
 Expr ExprParser::subscript(Expr a) {
+    const Ref base = last_ref_;
     Expr lo, hi, step;
     bool slice = false;
     if (!is_op(":")) lo = expr();
@@ -303,8 +321,30 @@ Expr ExprParser::subscript(Expr a) {
     }
     expect_op("]");
     const int line = line_;
-    if (!slice) return [a, lo, line](Scope& s) { return item_of(a(s), lo(s), line); };
-    return [a, lo, hi, step, line](Scope& s) {
+    if (!slice) {
+        last_ref_ = base ? Ref([base, lo](Scope& s) -> json* {  // for the next postfix
+            const json k = lo(s);
+            json* p = base(s);
+            if (p != nullptr && p->is_array() && k.is_number_integer()) {
+                int64_t i = k.get<int64_t>();
+                if (i < 0) i += int64_t(p->size());
+                return i >= 0 && i < int64_t(p->size()) ? &(*p)[size_t(i)] : nullptr;
+            }
+            if (p != nullptr && p->is_object() && k.is_string() && !is_markup(*p)) {
+                auto it = p->find(k.get<std::string>());
+                return it != p->end() ? &*it : nullptr;
+            }
+            return nullptr;
+        })
+                         : Ref();
+        return [a, base, lo, line](Scope& s) {
+            const json k = lo(s);
+            json tmp;
+            return item_of(value_of(a, base, s, tmp), k, line);
+        };
+    }
+    last_ref_ = nullptr;
+    return [a, base, lo, hi, step, line](Scope& s) {
         auto bound = [&](const Expr& e) -> std::optional<int64_t> {
             if (!e) return std::nullopt;
             const json v = e(s);
@@ -312,8 +352,9 @@ Expr ExprParser::subscript(Expr a) {
             if (!v.is_number_integer()) fail(line, "slice indices must be integers or None");
             return v.get<int64_t>();
         };
-        const json o = a(s);
-        return slice_of(o, bound(lo), bound(hi), bound(step), line);
+        const auto b = bound(lo), e = bound(hi), st = bound(step);  // Python's order
+        json tmp;
+        return slice_of(value_of(a, base, s, tmp), b, e, st, line);
     };
 }
 
@@ -333,6 +374,7 @@ Expr ExprParser::filters_and_tests(Expr a) {
 }
 
 Expr ExprParser::filter(Expr a) {
+    const Ref base = last_ref_;
     const int line = line_;
     std::string f = name();
     while (is_op(".")) {  // dotted filter names
@@ -341,7 +383,11 @@ Expr ExprParser::filter(Expr a) {
     }
     std::function<Args(Scope&)> args = [](Scope&) { return Args{}; };
     if (is_op("(")) args = call_args();
-    return [a, f, args, line](Scope& s) { return apply_filter(s, f, a(s), args(s), line); };
+    return [a, base, f, args, line](Scope& s) {
+        const Args evaluated = args(s);
+        json tmp;
+        return apply_filter(s, f, value_of(a, base, s, tmp), evaluated, line);
+    };
 }
 
 Expr ExprParser::test(Expr a) {
@@ -382,9 +428,11 @@ Expr ExprParser::primary() {
         while (peek().kind == Tok::kStr) v += t_[p_++].text;  // 'a' 'b' is 'ab'
         return [v](Scope&) { return json(v); };
     }
-    if (is_op("(")) return paren();
-    if (is_op("[")) return list_literal();
-    if (is_op("{")) return dict_literal();
+    if (is_op("(") || is_op("[") || is_op("{")) {  // values of their own: no reference
+        Expr e = is_op("(") ? paren() : is_op("[") ? list_literal() : dict_literal();
+        last_ref_ = nullptr;
+        return e;
+    }
     if (tok.kind != Tok::kName) {
         fail(line_,
              fmt::format("unexpected '{}' in expression", at_end() ? "end of the tag" : tok.text));
@@ -394,7 +442,11 @@ Expr ExprParser::primary() {
     if (n == "true" || n == "True") return [](Scope&) { return json(true); };
     if (n == "false" || n == "False") return [](Scope&) { return json(false); };
     if (n == "none" || n == "None") return [](Scope&) { return json(nullptr); };
-    if (is_op("(")) return call(n);
+    if (is_op("(")) {
+        Expr e = call(n);
+        last_ref_ = nullptr;
+        return e;
+    }
     last_ref_ = [n](Scope& s) { return s.find(n); };
     return [n](Scope& s) {
         json* v = s.find(n);

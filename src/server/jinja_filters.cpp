@@ -201,9 +201,11 @@ struct FilterDef {
     Filter raw;
 };
 
-const std::unordered_map<std::string, FilterDef>& filters() {
-    using V = std::vector<json>;
-    static const std::unordered_map<std::string, FilterDef> table = {
+using FilterTable = std::unordered_map<std::string, FilterDef>;
+using V = std::vector<json>;
+
+FilterTable filters_0() {
+    return {
         {"abs",
          {{},
           [](const json& v, const V&, int l) {
@@ -251,6 +253,11 @@ const std::unordered_map<std::string, FilterDef>& filters() {
               return is_markup(v) ? v : make_markup(html_escape(to_str(v)));
           },
           {}}},
+    };
+}
+
+FilterTable filters_1() {
+    return {
         {"first",
          {{},
           [](const json& v, const V&, int l) {
@@ -287,6 +294,11 @@ const std::unordered_map<std::string, FilterDef>& filters() {
               return out;
           },
           {}}},
+    };
+}
+
+FilterTable filters_2() {
+    return {
         {"join",
          {{"d", "attribute"},
           [](const json& v, const V& a, int l) {
@@ -331,6 +343,11 @@ const std::unordered_map<std::string, FilterDef>& filters() {
           [](Scope& s, const json& v, const Args& a, int l) {
               return select(s, v, a, true, false, l);
           }}},
+    };
+}
+
+FilterTable filters_3() {
+    return {
         {"replace",
          {{"old", "new", "count"},
           [](const json& v, const V& a, int l) {
@@ -375,6 +392,11 @@ const std::unordered_map<std::string, FilterDef>& filters() {
         {"string",
          {{}, [](const json& v, const V&, int) { return is_markup(v) ? v : json(to_str(v)); }, {}}},
         {"sum", {{"attribute", "start"}, sum, {}}},
+    };
+}
+
+FilterTable filters_4() {
+    return {
         {"title",
          {{},
           [](const json& v, const V&, int) {
@@ -416,6 +438,18 @@ const std::unordered_map<std::string, FilterDef>& filters() {
           },
           {}}},
     };
+}
+
+const FilterTable& filters() {
+    static const FilterTable table = [] {
+        FilterTable t;
+        t.merge(filters_0());
+        t.merge(filters_1());
+        t.merge(filters_2());
+        t.merge(filters_3());
+        t.merge(filters_4());
+        return t;
+    }();
     return table;
 }
 
@@ -456,19 +490,21 @@ bool is_lower(const std::string& s, bool upper) {
 
 using Test = std::function<bool(Scope&, const json&, const std::vector<json>&, int)>;
 
-const std::unordered_map<std::string, Test>& tests() {
-    using V = std::vector<json>;
-    auto arg = [](const V& a, int l) -> const json& {
-        if (a.empty()) fail(l, "this test needs an argument");
-        return a[0];
-    };
-    static const std::unordered_map<std::string, Test> t = {
+using TestTable = std::unordered_map<std::string, Test>;
+
+const json& arg(const std::vector<json>& a, int l) {
+    if (a.empty()) fail(l, "this test needs an argument");
+    return a[0];
+}
+
+TestTable tests_0() {
+    return {
         {"boolean", [](Scope&, const json& v, const V&, int) { return v.is_boolean(); }},
         {"callable", [](Scope&, const json& v, const V&, int) { return is_macro(v); }},
         {"defined", [](Scope&, const json& v, const V&, int) { return !is_undef(v); }},
-        {"divisibleby", [arg](Scope&, const json& v, const V& a,
-                              int l) { return py_equal(arith("%", v, arg(a, l), l), json(0)); }},
-        {"eq", [arg](Scope&, const json& v, const V& a, int l) { return py_equal(v, arg(a, l)); }},
+        {"divisibleby", [](Scope&, const json& v, const V& a,
+                           int l) { return py_equal(arith("%", v, arg(a, l), l), json(0)); }},
+        {"eq", [](Scope&, const json& v, const V& a, int l) { return py_equal(v, arg(a, l)); }},
         {"escaped", [](Scope&, const json&, const V&, int) { return false; }},
         {"even", [](Scope&, const json& v, const V&,
                     int l) { return py_equal(arith("%", v, json(2), l), json(0)); }},
@@ -480,30 +516,30 @@ const std::unordered_map<std::string, Test>& tests() {
                                       filter_aliases().count(v.get<std::string>()));
          }},
         {"float", [](Scope&, const json& v, const V&, int) { return v.is_number_float(); }},
-        {"ge",
-         [arg](Scope&, const json& v, const V& a, int l) { return !py_less(v, arg(a, l), l); }},
-        {"gt",
-         [arg](Scope&, const json& v, const V& a, int l) { return py_less(arg(a, l), v, l); }},
-        {"in",
-         [arg](Scope&, const json& v, const V& a, int l) { return contains(arg(a, l), v, l); }},
+        {"ge", [](Scope&, const json& v, const V& a, int l) { return !py_less(v, arg(a, l), l); }},
+        {"gt", [](Scope&, const json& v, const V& a, int l) { return py_less(arg(a, l), v, l); }},
+        {"in", [](Scope&, const json& v, const V& a, int l) { return contains(arg(a, l), v, l); }},
         {"integer", [](Scope&, const json& v, const V&, int) { return v.is_number_integer(); }},
         {"iterable", [](Scope&, const json& v, const V&,
                         int) { return v.is_array() || v.is_string() || v.is_object(); }},
-        {"le",
-         [arg](Scope&, const json& v, const V& a, int l) { return !py_less(arg(a, l), v, l); }},
+    };
+}
+
+TestTable tests_1() {
+    return {
+        {"le", [](Scope&, const json& v, const V& a, int l) { return !py_less(arg(a, l), v, l); }},
         {"lower", [](Scope&, const json& v, const V&, int) { return is_lower(to_str(v), false); }},
-        {"lt",
-         [arg](Scope&, const json& v, const V& a, int l) { return py_less(v, arg(a, l), l); }},
+        {"lt", [](Scope&, const json& v, const V& a, int l) { return py_less(v, arg(a, l), l); }},
         {"mapping",
          [](Scope&, const json& v, const V&, int) { return v.is_object() && !is_markup(v); }},
-        {"ne", [arg](Scope&, const json& v, const V& a, int l) { return !py_equal(v, arg(a, l)); }},
+        {"ne", [](Scope&, const json& v, const V& a, int l) { return !py_equal(v, arg(a, l)); }},
         {"none", [](Scope&, const json& v, const V&, int) { return v.is_null(); }},
         {"number",
          [](Scope&, const json& v, const V&, int) { return v.is_number() || v.is_boolean(); }},
         {"odd", [](Scope&, const json& v, const V&,
                    int l) { return py_equal(arith("%", v, json(2), l), json(1)); }},
         {"sameas",
-         [arg](Scope&, const json& v, const V& a, int l) {
+         [](Scope&, const json& v, const V& a, int l) {
              const json& o = arg(a, l);
              return v.type() == o.type() && py_equal(v, o) &&
                     (v.is_null() || v.is_boolean() || v.is_number() || v.is_string());
@@ -519,7 +555,15 @@ const std::unordered_map<std::string, Test>& tests() {
         {"undefined", [](Scope&, const json& v, const V&, int) { return is_undef(v); }},
         {"upper", [](Scope&, const json& v, const V&, int) { return is_lower(to_str(v), true); }},
     };
-    return t;
+}
+
+const TestTable& tests() {
+    static const TestTable table = [] {
+        TestTable t = tests_0();
+        t.merge(tests_1());
+        return t;
+    }();
+    return table;
 }
 
 const std::string& test_alias(const std::string& t) {

@@ -62,6 +62,7 @@ CASES = [
     ("printing_values", "{{ d }} {{ xs }} {{ n }} {{ t }} {{ f }} {{ 1e20 }} {{ 0.1 + 0.2 }} {{ [\"it's\", 'q\"'] }}"),
     ("string_escapes", "{{ 'a\\nb\\t\\\\' }}|{{ \"\\u00e9\" }}|{{ '\\d' }}"),
     ("precedence", "{{ 1 + 2 * 3 }}{{ not t or t }}{{ -2 ** 2 }}{{ 'x' ~ 2 * 3 }}{{ (1 + 2) ~ 'y' }}"),
+    ("in_place_reads", "{{ -xs[0] | abs }}{{ (xs + [9]) | length }}{{ msgs[1]['content'] | upper }}{{ msgs[-1].role }}{{ (xs)[0] }}{{ [1, 2][1] }}{{ xs[1:][0] }}{{ -f | abs }}{{ d.b - xs[2] }}"),
     ("undefined_prints_empty", "[{{ missing }}][{{ d.missing }}][{{ missing | default('dflt') }}]"),
     # tests
     ("tests_types", "{{ n is none }}{{ s is string }}{{ d is mapping }}{{ xs is iterable }}{{ xs is sequence }}{{ 1 is number }}{{ 1 is integer }}{{ f is float }}{{ t is boolean }}{{ t is true }}{{ n is false }}"),
