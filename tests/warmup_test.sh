@@ -31,14 +31,16 @@ expect_eq "cold at start" "$(metric pagoda_warm_level)" "0"
 expect_eq "a bad level is a 400" "$(req POST /admin/warmup '{"level": "warm"}')" "400"
 expect_in "naming the levels" "off, low, medium, high" "$TMP/body"
 expect_eq "a manual level" "$(req POST /admin/warmup '{"level": "low", "duration": "4s"}'; jq_ 'd["level"]' <"$TMP/body")" "200low"
-# Idle, the engine spins once per wait (a 1 s wait after each spin): a 2.5 s window holds
-# at least one spin and at most three, each bounded by low's 100 ms.
+# Idle, the engine spins once per wake-up, each spin bounded by low's 100 ms: once per 1 s
+# wait, and once after each request that wakes it (the four reads below). A 2.5 s window
+# holds at most four periodic spins and three from the reads: <= 0.7 s of the 2.5 s, where
+# high (1000 ms) would spin most of it.
 wall() { req GET /admin/warmup >/dev/null; jq_ 'd["idle_spin_seconds_total"]' <"$TMP/body"; }
 spin0=$(metric pagoda_warmup_cpu_seconds_total); wall0=$(wall)
 sleep 2.5
 spin1=$(metric pagoda_warmup_cpu_seconds_total); wall1=$(wall)
 expect_eq "low spins when idle" "$(python3 -c "print($spin1 - $spin0 > 0)")" "True"
-expect_eq "at most 100 ms per idle period" "$(python3 -c "print(0 < $wall1 - $wall0 <= 0.35)")" "True"
+expect_eq "each spin bounded by low's 100 ms" "$(python3 -c "print(0 < $wall1 - $wall0 <= 0.75)")" "True"
 sleep 2
 expect_eq "the manual level ends after its duration" "$(req GET /admin/warmup >/dev/null; jq_ 'd["level"]' <"$TMP/body")" "off"
 spin2=$(metric pagoda_warmup_cpu_seconds_total)
