@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "server/jinja_internal.h"
+#include "tokenizer/unicode.h"
 
 namespace pagoda::server::jinja {
 
@@ -49,24 +50,6 @@ Tok lex_number(const std::string& s, size_t& i, int line) {
     return {Tok::kNum, t, v};
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += char(cp);
-    } else if (cp < 0x800) {
-        out += char(0xC0 | (cp >> 6));
-        out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += char(0xE0 | (cp >> 12));
-        out += char(0x80 | ((cp >> 6) & 0x3F));
-        out += char(0x80 | (cp & 0x3F));
-    } else {
-        out += char(0xF0 | (cp >> 18));
-        out += char(0x80 | ((cp >> 12) & 0x3F));
-        out += char(0x80 | ((cp >> 6) & 0x3F));
-        out += char(0x80 | (cp & 0x3F));
-    }
-}
-
 // One escape after a backslash at s[j] (Python's unicode-escape, as Jinja decodes string
 // literals: unknown escapes keep their backslash); advances j to the escape's last char.
 void lex_escape(const std::string& s, size_t& j, std::string& v, int line) {
@@ -85,7 +68,7 @@ void lex_escape(const std::string& s, size_t& j, std::string& v, int line) {
             fail(line, fmt::format("bad escape \\{}{}", e, hex));
         const auto cp = uint32_t(std::stoul(hex, nullptr, 16));
         if (cp > 0x10FFFF) fail(line, fmt::format("escape \\{}{} is out of range", e, hex));
-        append_utf8(v, cp);
+        tokenizer::append_utf8(v, cp);
         j += n;
     } else {
         v += '\\';

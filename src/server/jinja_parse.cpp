@@ -17,6 +17,18 @@ std::string trim(const std::string& s) {
     return s.substr(b, e - b);
 }
 
+// The filters of {% set x | f %} and {% filter f %}, applied to the rendered body (held in a
+// variable no template can name while the chain runs).
+std::function<json(Scope&, const json&)> body_filter(ExprParser& p) {
+    Expr chain = p.filter_chain([](Scope& s) { return *s.find("\x01"); });
+    return [chain](Scope& s, const json& v) {
+        s.frames.back()["\x01"] = v;
+        json r = chain(s);
+        s.frames.back().erase("\x01");
+        return r;
+    };
+}
+
 class StatementParser {
   public:
     explicit StatementParser(const std::vector<Piece>& pieces) : pieces_(pieces) {}
@@ -201,13 +213,7 @@ Node StatementParser::parse_set(ExprParser& p, int line, int depth) {
     n.kind = Node::kSetBlock;
     if (p.is_op("|")) {
         p.expect_op("|");
-        Expr chain = p.filter_chain([](Scope& s) { return *s.find("\x01"); });
-        n.filter = [chain](Scope& s, const json& v) {
-            s.frames.back()["\x01"] = v;
-            json r = chain(s);
-            s.frames.back().erase("\x01");
-            return r;
-        };
+        n.filter = body_filter(p);
     }
     p.expect_end("'set'");
     body_until(n.body, "endset", "set", line, depth + 1);
@@ -241,13 +247,7 @@ Node StatementParser::parse_filter(ExprParser& p, int line, int depth) {
     Node n;
     n.kind = Node::kFilter;
     n.line = line;
-    Expr chain = p.filter_chain([](Scope& s) { return *s.find("\x01"); });
-    n.filter = [chain](Scope& s, const json& v) {
-        s.frames.back()["\x01"] = v;
-        json r = chain(s);
-        s.frames.back().erase("\x01");
-        return r;
-    };
+    n.filter = body_filter(p);
     p.expect_end("'filter'");
     body_until(n.body, "endfilter", "filter", line, depth + 1);
     return n;
