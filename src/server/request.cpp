@@ -257,6 +257,7 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(
         return bad(st.error().message, "");
     }
     if (auto pe = check_prompts(out, chat, max_given, limits)) return *pe;
+    if (auto fe = check_request_fields(j, chat)) return *fe;
     return out;
 }
 

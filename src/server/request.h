@@ -84,6 +84,10 @@ struct RequestError {
     std::string message, type = "invalid_request_error", param;
 };
 
+// A field the endpoint does not honour, refused by name (request_fields.cpp); OpenAI's
+// advisory fields (user, metadata, ...) pass.
+std::optional<RequestError> check_request_fields(const nlohmann::json& body, bool chat);
+
 // Maps a /v1/completions (chat = false) or /v1/chat/completions body.
 std::variant<ParsedRequest, RequestError> parse_generation_request(const nlohmann::json& body,
                                                                    bool chat,

@@ -96,5 +96,37 @@ TEST_F(RequestTest, ErrorsNameTheFieldAndWhatIsAllowed) {
         << e.message;
 }
 
+// A field the server would ignore is refused, naming it (issue 19): an ignored constraint
+// is worse than a refusal. OpenAI's advisory fields pass.
+TEST_F(RequestTest, FieldsNotHonouredAreRefusedByName) {
+    auto e = err(R"({"prompt": "x", "echo": true})");
+    EXPECT_EQ(e.param, "echo");
+    EXPECT_NE(e.message.find("'echo' is not supported"), std::string::npos) << e.message;
+    e = err(R"({"messages": [{"role": "user", "content": "Hi"}],
+                "response_format": {"type": "json_object"}})",
+            true);
+    EXPECT_EQ(e.param, "response_format");
+    EXPECT_NE(e.message.find("structured outputs"), std::string::npos) << e.message;
+    EXPECT_EQ(err(R"({"prompt": "x", "guided_json": {}})").param, "guided_json");
+    EXPECT_EQ(err(R"({"prompt": "x", "messages": []})").param, "messages");
+    const char* tools = R"([{"type": "function", "function": {"name": "f", "parameters": {}}}])";
+    e = err(
+        fmt::format(R"({{"messages": [{{"role": "user", "content": "Hi"}}], "tools": {}}})", tools)
+            .c_str(),
+        true);
+    EXPECT_EQ(e.param, "tool_choice");
+    EXPECT_NE(e.message.find("tool_choice \"none\""), std::string::npos) << e.message;
+    EXPECT_EQ(
+        err(R"({"messages": [{"role": "user", "content": "Hi"}], "tool_choice": "required"})", true)
+            .param,
+        "tool_choice");
+    ok(fmt::format(R"({{"messages": [{{"role": "user", "content": "Hi"}}], "tools": {},
+                       "tool_choice": "none", "user": "u1", "metadata": {{"k": "v"}}}})",
+                   tools)
+           .c_str(),
+       true);
+    ok(R"({"prompt": "x", "user": "someone", "store": false})");
+}
+
 }  // namespace
 }  // namespace pagoda::server
