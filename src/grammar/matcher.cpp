@@ -1,0 +1,189 @@
+// The parse state of one sequence: a set of stacks of (rule, alternative, index) frames,
+// each expanded until its top is a character element (the frontier), advanced one code
+// point at a time. UTF-8 bytes are buffered until a character is complete; an incomplete
+// one is kept only if some frontier element accepts a character it could become. Token
+// masks walk the vocabulary's byte trie, so tokens sharing a prefix share the work.
+#include <algorithm>
+
+#include "grammar/grammar.h"
+
+namespace pagoda::grammar {
+
+namespace {
+
+constexpr int32_t kAltBits = 12;  // alternatives per rule < 4096
+constexpr size_t kMaxDepth = 512;
+
+Matcher::Frame frame(int rule, int alt, int idx) { return {int32_t(rule << kAltBits) | alt, idx}; }
+int rule_of(const Matcher::Frame& f) { return f.first >> kAltBits; }
+int alt_of(const Matcher::Frame& f) { return f.first & ((1 << kAltBits) - 1); }
+
+// Expands `start` until every stack's top is a character element; stacks that finish set
+// `accepting`.
+void closure(const Grammar& g, Matcher::Stack start, std::vector<Matcher::Stack>& out,
+             bool& accepting) {
+    std::vector<Matcher::Stack> work{std::move(start)};
+    while (!work.empty()) {
+        Matcher::Stack s = std::move(work.back());
+        work.pop_back();
+        if (s.empty()) {
+            accepting = true;
+            continue;
+        }
+        const auto [fr, idx] = s.back();
+        const Alternative& alt =
+            g.rules[size_t(fr >> kAltBits)].alts[size_t(fr & ((1 << kAltBits) - 1))];
+        if (size_t(idx) == alt.size()) {
+            s.pop_back();
+            work.push_back(std::move(s));
+            continue;
+        }
+        const Element& e = alt[size_t(idx)];
+        if (e.kind == Element::kChars) {
+            out.push_back(std::move(s));
+            continue;
+        }
+        // Past the reference; a finished frame is dropped now (tail calls keep R ::= x R flat).
+        if (size_t(idx) + 1 == alt.size()) {
+            s.pop_back();
+        } else {
+            s.back().second = idx + 1;
+        }
+        if (s.size() >= kMaxDepth) continue;  // nesting beyond any real use: not a path
+        const auto& alts = g.rules[size_t(e.rule)].alts;
+        for (size_t a = 0; a < alts.size(); ++a) {
+            Matcher::Stack t = s;
+            t.push_back(frame(e.rule, int(a), 0));
+            work.push_back(std::move(t));
+        }
+    }
+}
+
+void dedupe(std::vector<Matcher::Stack>& v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+const Element& top_element(const Grammar& g, const Matcher::Stack& s) {
+    const auto& f = s.back();
+    return g.rules[size_t(rule_of(f))].alts[size_t(alt_of(f))][size_t(f.second)];
+}
+
+size_t utf8_len(uint8_t lead) {
+    return lead < 0x80         ? 1
+           : (lead >> 5) == 6  ? 2
+           : (lead >> 4) == 14 ? 3
+           : (lead >> 3) == 30 ? 4
+                               : 0;
+}
+
+}  // namespace
+
+Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
+    const auto& alts = g_->rules[size_t(g_->root)].alts;
+    for (size_t a = 0; a < alts.size(); ++a) {
+        closure(*g_, Stack{frame(g_->root, int(a), 0)}, stacks_, accepting_);
+    }
+    dedupe(stacks_);
+}
+
+bool Matcher::can_end() const { return accepting_ && partial_.empty(); }
+
+bool Matcher::advance_byte(State& st, uint8_t b) const {
+    if (st.partial.empty() && b < 0x80) {
+        st.partial.clear();
+    } else if (st.partial.empty()) {
+        const size_t n = utf8_len(b);
+        if (n < 2 || b < 0xC2 || b > 0xF4) return false;  // not a lead byte of valid UTF-8
+        st.partial.push_back(char(b));
+    } else {
+        if ((b & 0xC0) != 0x80) return false;
+        st.partial.push_back(char(b));
+    }
+    // The code points the bytes so far can still become.
+    uint32_t lo = 0, hi = 0;
+    size_t need = 1;
+    if (!st.partial.empty()) {
+        const auto lead = static_cast<uint8_t>(st.partial[0]);
+        need = utf8_len(lead);
+        lo = hi = lead & (0x7F >> need);
+        for (size_t k = 1; k < need; ++k) {
+            const bool have = k < st.partial.size();
+            const uint32_t c = have ? static_cast<uint8_t>(st.partial[k]) & 0x3F : 0;
+            lo = (lo << 6) | c;
+            hi = (hi << 6) | (have ? c : 0x3F);
+        }
+    } else {
+        lo = hi = b;
+    }
+    const bool complete = st.partial.empty() || st.partial.size() == need;
+    if (!complete) {
+        return std::any_of(st.stacks.begin(), st.stacks.end(),
+                           [&](const Stack& s) { return top_element(*g_, s).intersects(lo, hi); });
+    }
+    st.partial.clear();
+    std::vector<Stack> next;
+    bool accepting = false;
+    for (const Stack& s : st.stacks) {
+        if (!top_element(*g_, s).matches(lo)) continue;
+        Stack t = s;
+        ++t.back().second;
+        closure(*g_, std::move(t), next, accepting);
+    }
+    if (next.empty() && !accepting) return false;
+    dedupe(next);
+    st.stacks = std::move(next);
+    st.accepting = accepting;
+    return true;
+}
+
+bool Matcher::accept(std::string_view bytes) {
+    State st{stacks_, accepting_, partial_};
+    for (char c : bytes) {
+        if (!advance_byte(st, static_cast<uint8_t>(c))) return false;
+    }
+    stacks_ = std::move(st.stacks);
+    accepting_ = st.accepting;
+    partial_ = std::move(st.partial);
+    return true;
+}
+
+void Matcher::walk(const TokenTrie& trie, int32_t node, const State& st,
+                   std::vector<uint8_t>& mask) const {
+    for (const auto& [byte, child] : trie.nodes()[size_t(node)].next) {
+        State s2 = st;
+        if (!advance_byte(s2, byte)) continue;
+        for (int32_t t : trie.nodes()[size_t(child)].tokens) mask[size_t(t)] = 1;
+        walk(trie, child, s2, mask);
+    }
+}
+
+void Matcher::fill_mask(const TokenTrie& trie, std::vector<uint8_t>& mask) const {
+    mask.assign(trie.vocab_size(), 0);
+    walk(trie, 0, State{stacks_, accepting_, partial_}, mask);
+}
+
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
+    : vocab_size_(token_bytes.size()) {
+    nodes_.emplace_back();
+    for (size_t t = 0; t < token_bytes.size(); ++t) {
+        if (token_bytes[t].empty()) continue;  // control tokens: never text
+        int32_t n = 0;
+        for (char c : token_bytes[t]) {
+            const auto b = static_cast<uint8_t>(c);
+            auto& next = nodes_[size_t(n)].next;
+            auto it =
+                std::find_if(next.begin(), next.end(), [&](const auto& p) { return p.first == b; });
+            if (it != next.end()) {
+                n = it->second;
+            } else {
+                nodes_.emplace_back();
+                nodes_[size_t(n)].next.emplace_back(b, int32_t(nodes_.size() - 1));
+                n = int32_t(nodes_.size() - 1);
+            }
+        }
+        nodes_[size_t(n)].tokens.push_back(int32_t(t));
+    }
+}
+
+}  // namespace pagoda::grammar
