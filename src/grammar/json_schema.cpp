@@ -55,8 +55,8 @@ class Converter {
   public:
     explicit Converter(const ojson& root) : root_(root) {}
     std::string convert() {
-        const std::string top = node(root_, "", 0);  // paths are JSON pointers
-        std::string out = "root ::= " + top + "\n";
+        const std::string top = node(root_, "", 0);     // paths are JSON pointers
+        std::string out = "root ::= ws " + top + "\n";  // a tokenizer may open with a space
         for (const auto& r : rules_) out += r + "\n";
         return out + kPrimitives;
     }
@@ -298,7 +298,7 @@ Result<std::shared_ptr<const Grammar>> json_schema_grammar(const nlohmann::order
 
 std::shared_ptr<const Grammar> json_object_grammar() {
     static const std::shared_ptr<const Grammar> g =
-        *parse_gbnf(std::string("root ::= object\n") + kPrimitives);
+        *parse_gbnf(std::string("root ::= ws object\n") + kPrimitives);
     return g;
 }
 
