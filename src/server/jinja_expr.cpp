@@ -187,7 +187,13 @@ Expr ExprParser::concat() {
     while (is_op("~")) {
         ++p_;
         Expr b = math2();
-        a = [a, b](Scope& s) { return json(to_str(a(s)) + to_str(b(s))); };
+        const int line = line_;
+        a = [a, b, line](Scope& s) {
+            std::string l = to_str(a(s));
+            const std::string r = to_str(b(s));
+            check_size(l.size() + r.size(), line);
+            return json(l + r);
+        };
     }
     return a;
 }

@@ -53,8 +53,11 @@ json sorted(json items, const json& attribute, bool case_sensitive, bool reverse
 
 json indent(const json& v, const std::vector<json>& a) {
     const std::string pad =
-        a[0].is_string() ? a[0].get<std::string>()
-                         : std::string(size_t(is_undef(a[0]) ? 4 : a[0].get<int64_t>()), ' ');
+        a[0].is_string()
+            ? a[0].get<std::string>()
+            : std::string(
+                  size_t(std::clamp<int64_t>(is_undef(a[0]) ? 4 : a[0].get<int64_t>(), 0, 256)),
+                  ' ');
     const bool first = truthy(a[1]), blank = truthy(a[2]);
     const std::string s = to_str(v);
     std::string out;
@@ -232,8 +235,9 @@ FilterTable filters_0() {
          {{"width"},
           [](const json& v, const V& a, int) {
               std::string s = to_str(v);
-              const size_t w =
-                  a[0].is_number_integer() ? size_t(std::max<int64_t>(0, a[0].get<int64_t>())) : 80;
+              const size_t w = a[0].is_number_integer()
+                                   ? size_t(std::clamp<int64_t>(a[0].get<int64_t>(), 0, 1 << 16))
+                                   : 80;
               if (s.size() >= w) return json(s);
               const size_t left = (w - s.size()) / 2;
               return json(std::string(left, ' ') + s + std::string(w - s.size() - left, ' '));

@@ -39,6 +39,8 @@ struct TemplateRaised : std::runtime_error {
 };
 
 [[noreturn]] void fail(int line, const std::string& what);
+// Values grow only so far (a template could double a string in a loop): 16 MiB / items.
+void check_size(size_t n, int line);
 
 // --- Values (jinja_value.cpp) -----------------------------------------------------------
 const json& undefined();

@@ -96,6 +96,27 @@ TEST(Jinja, UnitCasesMatchJinja2) {
     EXPECT_GE(checked, 80);
 }
 
+// Templates come from model files and (with --trust-request-chat-template) from clients:
+// hostile ones end in an error, not an overflow or an exhausted machine.
+TEST(Jinja, LimitsHoldOnHostileTemplates) {
+    auto fails_with = [](const char* src, const char* what) {
+        auto t = Template::parse(src);
+        ASSERT_TRUE(t.ok()) << src << ": " << t.error().message;
+        auto r = t->render(json::object());
+        ASSERT_FALSE(r.ok()) << src;
+        EXPECT_NE(r.error().message.find(what), std::string::npos) << r.error().message;
+    };
+    fails_with("{{ 9223372036854775807 + 1 }}", "integer overflow");
+    fails_with("{{ 2 ** 64 }}", "integer overflow");
+    fails_with("{{ (-9223372036854775807 - 1) // -1 }}", "integer overflow");
+    fails_with("{{ ('x' * 4000000) * 100 }}", "larger than 4 MiB");
+    fails_with("{% set b = 'y' * 4000000 %}{{ b ~ b ~ b ~ b ~ b }}", "larger than 16 MiB");
+    fails_with("{% for i in range(100000) %}{% for j in range(100) %}{% endfor %}{% endfor %}",
+               "more than 1000000 loop iterations");
+    fails_with("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}", "nested more than 200");
+    fails_with("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}", "larger than 4 MiB");
+}
+
 TEST(Jinja, ErrorsNameTheLine) {
     auto t = Template::parse("line one\n{% for x in xs %}\n{{ x }}\n");
     ASSERT_FALSE(t.ok());

@@ -10,6 +10,10 @@
 
 namespace pagoda::server::jinja {
 
+void check_size(size_t n, int line) {
+    if (n > (size_t(16) << 20)) fail(line, "a value larger than 16 MiB (16 Mi items)");
+}
+
 [[noreturn]] void fail(int line, const std::string& what) {
     throw JinjaError(line, what, fmt::format("chat template line {}: {}", line, what));
 }
@@ -256,18 +260,28 @@ json repeat(const json& seq, int64_t n) {
     return out;
 }
 
+// Python's ints do not overflow; 64-bit ones do, and say so.
 json int_arith(const std::string& op, int64_t a, int64_t b, int line) {
-    if (op == "+") return a + b;
-    if (op == "-") return a - b;
-    if (op == "*") return a * b;
+    int64_t r = 0;
+    auto checked = [&](bool overflow) -> json {
+        if (overflow) fail(line, fmt::format("integer overflow in {} {} {}", a, op, b));
+        return r;
+    };
+    if (op == "+") return checked(__builtin_add_overflow(a, b, &r));
+    if (op == "-") return checked(__builtin_sub_overflow(a, b, &r));
+    if (op == "*") return checked(__builtin_mul_overflow(a, b, &r));
     if (op == "**") {
         if (b < 0) return std::pow(double(a), double(b));
-        int64_t r = 1;
-        for (int64_t i = 0; i < b && i < 64; ++i) r *= a;
+        r = 1;
+        for (int64_t i = 0; i < b; ++i) {
+            if (__builtin_mul_overflow(r, a, &r)) return checked(true);
+            if (r == 0 || r == 1) break;  // 0 ** n, 1 ** n
+        }
         return r;
     }
     if (b == 0) fail(line, "division by zero");
     if (op == "/") return double(a) / double(b);
+    if (a == INT64_MIN && b == -1) return checked(true);
     int64_t q = a / b, m = a % b;
     if (m != 0 && ((m < 0) != (b < 0))) {  // Python floors
         --q;
@@ -289,15 +303,26 @@ json arith(const std::string& op, const json& l_in, const json& r_in, int line) 
     json lt, rt;
     const json& l = plain(l_in, lt);
     const json& r = plain(r_in, rt);
-    if (op == "+" && l.is_string() && r.is_string())
+    if (op == "+" && l.is_string() && r.is_string()) {
+        check_size(l.get_ref<const std::string&>().size() + r.get_ref<const std::string&>().size(),
+                   line);
         return l.get<std::string>() + r.get<std::string>();
+    }
     if (op == "+" && l.is_array() && r.is_array()) {
+        check_size(l.size() + r.size(), line);
         json out = l;
         for (const auto& x : r) out.push_back(x);
         return out;
     }
-    if (op == "*" && (l.is_string() || l.is_array()) && r.is_number_integer())
-        return repeat(l, std::min<int64_t>(r.get<int64_t>(), 1 << 20));
+    if (op == "*" && (l.is_string() || l.is_array()) && r.is_number_integer()) {
+        const int64_t n = r.get<int64_t>();
+        const int64_t size =
+            l.is_string() ? int64_t(l.get_ref<const std::string&>().size()) : int64_t(l.size());
+        if (n > 0 && size > 0 && n > (int64_t(4) << 20) / size) {
+            fail(line, "repetition would be larger than 4 MiB");
+        }
+        return repeat(l, n);
+    }
     if (is_undef(l) || is_undef(r)) fail(line, fmt::format("'{}' on an undefined value", op));
     auto num = [](const json& x) { return x.is_number() || x.is_boolean(); };
     if (!num(l) || !num(r)) {
