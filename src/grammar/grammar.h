@@ -10,9 +10,12 @@
 // is compiled, so advancing always terminates.
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/result.h"
@@ -59,6 +62,26 @@ class TokenTrie {
     size_t vocab_size_ = 0;
 };
 
+// Masks already computed for a grammar on a vocabulary, by parse position: the allowed
+// tokens depend only on the position (the stacks), and decoding revisits positions all
+// the time (every character inside a JSON string leaves the same one). Shared by the
+// sequences of a grammar; thread-safe; keeps at most `capacity` masks (oldest dropped).
+class MaskCache {
+  public:
+    explicit MaskCache(size_t capacity = 256) : capacity_(capacity) {}
+    bool find(const std::string& key, std::vector<uint8_t>& mask) const;
+    void put(const std::string& key, const std::vector<uint8_t>& mask);
+    size_t size() const;
+    uint64_t hits() const;
+
+  private:
+    size_t capacity_;
+    mutable std::mutex mu_;
+    std::unordered_map<std::string, std::vector<uint8_t>> masks_;
+    std::deque<std::string> order_;
+    mutable uint64_t hits_ = 0;
+};
+
 // One sequence's position in a grammar.
 class Matcher {
   public:
@@ -71,7 +94,11 @@ class Matcher {
     // No continuation at all: only the end is possible (or nothing, if !can_end()).
     bool done() const { return stacks_.empty(); }
     // mask[t] = 1 where token t's bytes keep the text a valid prefix (EOS not included).
-    void fill_mask(const TokenTrie& trie, std::vector<uint8_t>& mask) const;
+    // With a cache, a position seen before costs a lookup.
+    void fill_mask(const TokenTrie& trie, std::vector<uint8_t>& mask,
+                   MaskCache* cache = nullptr) const;
+    // The parse position as bytes (equal keys, equal masks).
+    std::string position_key() const;
 
     using Frame = std::pair<int32_t, int32_t>;  // (rule * kMaxAlts + alt, index in the alt)
     using Stack = std::vector<Frame>;

@@ -137,5 +137,32 @@ TEST_F(GrammarVocab, MaskEqualsBruteForceOnTheBundledVocabulary) {
     EXPECT_GT(allowed_total, 8);  // the masks are not all empty
 }
 
+// A cached mask is the mask: walking a text token by token, the cache answers the
+// positions it has seen (every character inside a string) with what the walk computes.
+TEST_F(GrammarVocab, CachedMasksEqualComputedOnes) {
+    const TokenTrie trie(bytes_);
+    auto g = ok(R"(root ::= "{\"text\": \"" [a-z ]* "\"}")");
+    MaskCache cache(64);
+    Matcher m(g);
+    const std::string doc = "{\"text\": \"once upon a time there was a cat\"}";
+    std::vector<uint8_t> cached, fresh;
+    for (char c : doc) {
+        m.fill_mask(trie, cached, &cache);
+        m.fill_mask(trie, fresh);
+        ASSERT_EQ(cached, fresh) << "at '" << c << "'";
+        ASSERT_TRUE(m.accept(std::string(1, c)));
+    }
+    EXPECT_TRUE(m.can_end());
+    EXPECT_GT(cache.hits(), 20u);  // the string's characters share one position
+    EXPECT_LE(cache.size(), 64u);
+    MaskCache tiny(2);  // capacity holds
+    Matcher n(g);
+    for (char c : doc) {
+        n.fill_mask(trie, cached, &tiny);
+        ASSERT_TRUE(n.accept(std::string(1, c)));
+    }
+    EXPECT_LE(tiny.size(), 2u);
+}
+
 }  // namespace
 }  // namespace pagoda::grammar

@@ -158,9 +158,61 @@ void Matcher::walk(const TokenTrie& trie, int32_t node, const State& st,
     }
 }
 
-void Matcher::fill_mask(const TokenTrie& trie, std::vector<uint8_t>& mask) const {
+std::string Matcher::position_key() const {
+    std::string key;
+    key.reserve(stacks_.size() * 32 + partial_.size() + 2);
+    key += accepting_ ? 'A' : 'a';
+    key += partial_;
+    key += '|';
+    for (const Stack& s : stacks_) {
+        for (const Frame& f : s) {
+            key.append(reinterpret_cast<const char*>(&f.first), sizeof f.first);
+            key.append(reinterpret_cast<const char*>(&f.second), sizeof f.second);
+        }
+        key += ';';
+    }
+    return key;
+}
+
+void Matcher::fill_mask(const TokenTrie& trie, std::vector<uint8_t>& mask, MaskCache* cache) const {
+    std::string key;
+    if (cache != nullptr) {
+        key = position_key();
+        if (cache->find(key, mask)) return;
+    }
     mask.assign(trie.vocab_size(), 0);
     walk(trie, 0, State{stacks_, accepting_, partial_}, mask);
+    if (cache != nullptr) cache->put(key, mask);
+}
+
+bool MaskCache::find(const std::string& key, std::vector<uint8_t>& mask) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = masks_.find(key);
+    if (it == masks_.end()) return false;
+    mask = it->second;
+    ++hits_;
+    return true;
+}
+
+void MaskCache::put(const std::string& key, const std::vector<uint8_t>& mask) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (capacity_ == 0 || masks_.count(key)) return;
+    while (masks_.size() >= capacity_) {
+        masks_.erase(order_.front());
+        order_.pop_front();
+    }
+    masks_.emplace(key, mask);
+    order_.push_back(key);
+}
+
+size_t MaskCache::size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return masks_.size();
+}
+
+uint64_t MaskCache::hits() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hits_;
 }
 
 TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
