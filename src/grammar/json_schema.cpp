@@ -261,9 +261,13 @@ std::string Converter::ref(const std::string& target, const std::string& path) {
     }
     if (key.empty()) fail(path, fmt::format("$ref '{}' is not supported (#/$defs/NAME)", target));
     const std::string name = target.substr(key.size());
-    const ojson& defs = root_[key == "#/$defs/" ? "$defs" : "definitions"];
-    if (!defs.is_object() || !defs.contains(name))
+    // find, not []: operator[] of a const json on a missing key is undefined behaviour.
+    auto defs_it =
+        root_.is_object() ? root_.find(key == "#/$defs/" ? "$defs" : "definitions") : root_.end();
+    if (defs_it == root_.end() || !defs_it->is_object() || !defs_it->contains(name)) {
         fail(path, fmt::format("$ref '{}' is not defined", target));
+    }
+    const ojson& defs = *defs_it;
     // A placeholder rule first, so recursive references resolve to it.
     const std::string rule = add_rule("ref-" + name, "null");
     refs_[target] = rule;

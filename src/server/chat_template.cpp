@@ -240,9 +240,9 @@ Result<std::string> ChatTemplate::render_jinja(const Compiled& t, const ChatInpu
     if (!in.continue_final_message) return text;
     // As transformers: the prompt ends where the final message's text ends.
     const ojson& last = in.messages.back();
-    const std::string final_text = last.value("content", ojson("")).is_string()
-                                       ? last["content"].get<std::string>()
-                                       : std::string();
+    const auto content = last.find("content");
+    const std::string final_text =
+        content != last.end() && content->is_string() ? content->get<std::string>() : "";
     std::string& s = *text;
     size_t at = final_text.empty() ? std::string::npos : s.rfind(final_text);
     size_t len = final_text.size();
