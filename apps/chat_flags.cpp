@@ -13,6 +13,13 @@ void add_chat_flags(CLI::App* c, ChatFlags& f, bool serving) {
     if (serving) {
         c->add_flag("--trust-request-chat-template", f.trust_request_template,
                     "Let requests bring their own 'chat_template' (off: such requests get a 400)");
+        c->add_option("--tool-call-parser", f.tool_call_parser,
+                      "How tool calls are read from the model's output with tool_choice \"auto\": "
+                      "llama3_json, hermes (also Qwen) or mistral (default: detected from the "
+                      "chat template's markers)")
+            ->check(CLI::IsMember({"llama3_json", "hermes", "mistral"}));
+        c->add_flag("--enable-auto-tool-choice", f.enable_auto_tool_choice,
+                    "Accepted for vLLM compatibility: tool_choice \"auto\" is always available");
     }
     c->add_option("--chat-template-date", f.date,
                   "The local time strftime_now() sees, YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS "

@@ -14,7 +14,9 @@ namespace pagoda::app {
 struct ChatFlags {
     std::string chat_template;  // a file; empty: the model's template
     bool trust_request_template = false;
-    std::string date;  // YYYY-MM-DD[THH:MM[:SS]], local time; empty: the clock
+    std::string date;                      // YYYY-MM-DD[THH:MM[:SS]], local time; empty: the clock
+    std::string tool_call_parser;          // serve: llama3_json | hermes | mistral; empty: detect
+    bool enable_auto_tool_choice = false;  // vLLM's flag, accepted: auto tool choice is always on
 };
 
 void add_chat_flags(CLI::App* c, ChatFlags& f, bool serving);

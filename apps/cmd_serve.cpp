@@ -255,6 +255,13 @@ int run_serve(const ServeFlags& f) {
     } else {
         log_info("chat_template renderer=\"{}\"", sc.chat->description());
     }
+    if (!f.chat.tool_call_parser.empty()) {
+        sc.tool_parser = *server::tool_parser_from_name(f.chat.tool_call_parser);
+    }
+    log_info("tool_call_parser={}{}",
+             server::tool_parser_name(
+                 sc.tool_parser.value_or(server::detect_tool_parser(sc.chat->source()))),
+             sc.tool_parser ? "" : " (from the chat template)");
     auto plane = control::ControlPlane::open(**eng, *ctl);
     if (!plane.ok()) return fail(plane.error());
     // The alerting reads the server's own /metrics: bound once the server exists.

@@ -59,6 +59,8 @@ std::vector<MetricInfo> build() {
         {"memory_bandwidth_peak_bytes_per_second", G},
         {"step_memory_bandwidth_perc", G},
         {"idle_wakeup_seconds", H},
+        {"grammar_mask_seconds", H},
+        {"constrained_requests_total", C},
         {"warmup_cpu_seconds_total", C},
         {"warm_level", G},
         {"warmup_seconds_total", C},

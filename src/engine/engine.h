@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,6 +78,8 @@ struct EngineStats {
     // the KV of every sequence's context (CPU backend; the simulated GPU models its own).
     double memory_traffic_bytes = 0;
     double last_step_traffic_bytes = 0;  // of the last forward pass (with last_step.forward_s)
+    int64_t constrained_requests = 0;    // requests with a grammar (structured outputs, tools)
+    double grammar_mask_s = 0;           // time spent computing token masks, summed
 };
 
 // Per-step stage durations, observed by the engine thread after each step (seconds).
@@ -86,6 +89,8 @@ struct StepHistograms {
     // The first forward pass after an idle pause (> 50 ms without work) minus the moving
     // average of passes of the same size: what coming back from idle cost.
     metrics::Histogram idle_wakeup;
+    // Token-mask time of the constrained sequences of a step (steps that have some).
+    metrics::Histogram grammar_mask;
 };
 
 // Retry-After for a full queue: the queued tokens over the recent token rate, clamped to
@@ -168,6 +173,12 @@ class Engine {
     void sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledToken>& out);
     void fork_samples(LiveRequest& r, kvcache::SeqId parent);
     void emit(const std::vector<SampledToken>& sampled);
+    // Grammar-constrained outputs (engine_grammar.cpp): the allowed tokens of a sample's
+    // next position (into mask_; empty span when unconstrained; all zero: nothing can
+    // follow), and the grammar advanced over an emitted token (false: finished here).
+    void start_matchers(LiveRequest& r);
+    std::span<const uint8_t> allowed_tokens(const LiveRequest& r, const Sample& c);
+    bool advance_grammar(LiveRequest& r, Sample& c, int32_t tok);
     void record_step(const scheduler::BatchPlan& plan, const StepTimings& t);
     void fail_step(const scheduler::BatchPlan& plan, const StepTimings& t, const Error& e);
     // The requests of this step, each once, with the step's schedule, forward and sample
@@ -205,6 +216,10 @@ class Engine {
     std::vector<float> logits_;
     std::vector<int32_t> end_tokens_;
     EngineStats totals_;
+    std::unique_ptr<grammar::TokenTrie> trie_;  // built at the first constrained request
+    std::vector<std::string> token_bytes_;      // every token's bytes (with trie_)
+    std::vector<uint8_t> mask_;                 // scratch
+    double step_mask_s_ = 0;                    // this step's mask time
 
     // Published.
     StepHistograms step_hist_;

@@ -156,6 +156,7 @@ void Engine::admit(std::shared_ptr<RequestStream> stream, Request request) {
             if (!sp.stop.empty()) c.stops.emplace(sp.stop);
         }
     }
+    start_matchers(*r);
     auto seq = std::make_unique<scheduler::Sequence>();
     seq->id = next_seq_++;
     seq->priority = r->req.priority;
@@ -257,7 +258,13 @@ void Engine::sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledTo
         if (fork) fork_samples(r, x.id);
         for (size_t i = 0; i < r.samples.size(); ++i) {
             if (fork ? r.samples[i].done : int(i) != it->second.sample) continue;
-            const int32_t tok = r.samples[i].sampler->sample({logits, vocab}, prompt, r.ends);
+            const std::span<const uint8_t> allowed = allowed_tokens(r, r.samples[i]);
+            if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), 1) == allowed.end()) {
+                out.push_back({&r, int(i), kNoAllowedToken, logits});
+                continue;
+            }
+            const int32_t tok =
+                r.samples[i].sampler->sample({logits, vocab}, prompt, r.ends, allowed);
             out.push_back({&r, int(i), tok, logits});
         }
     }
@@ -278,6 +285,15 @@ void Engine::emit(const std::vector<SampledToken>& sampled) {
     for (const SampledToken& s : sampled) {
         Sample& c = s.req->samples[size_t(s.sample)];
         if (c.done) continue;
+        if (s.token == kNoAllowedToken) {  // the grammar's text cannot go on in this vocabulary
+            if (!c.matcher->can_end()) {
+                event_for(*s.req, c).error =
+                    "no token of this model's vocabulary can continue the output's grammar";
+            }
+            finish_sample(*s.req, c,
+                          c.matcher->can_end() ? FinishReason::kStop : FinishReason::kError, "");
+            continue;
+        }
         sched_->append_token(c.seq, s.token);
         emit_token(*s.req, c, s.token, s.logits);
     }
@@ -304,6 +320,7 @@ void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* log
         finish_sample(r, c, FinishReason::kStop, stop_id ? std::to_string(tok) : "");
         return;
     }
+    if (!advance_grammar(r, c, tok)) return;
     ev.token_ids.push_back(tok);
     if (sp.logprobs >= 0) {
         ev.logprobs.push_back(
@@ -324,10 +341,19 @@ void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* log
             ev.text = std::move(text);
         }
     }
+    if (c.matcher && c.matcher->done() && c.matcher->can_end()) {
+        finish_sample(r, c, FinishReason::kStop,
+                      "");  // the grammar is complete: nothing can follow
+        return;
+    }
     const scheduler::Sequence* seq = sched_->get(c.seq);
     const bool at_context =
         seq != nullptr && int64_t(seq->tokens.size()) + 1 >= cfg_.sched.max_model_len;
-    if (c.generated >= sp.max_tokens || at_context) finish_sample(r, c, FinishReason::kLength, "");
+    if (c.generated >= sp.max_tokens || at_context) {
+        const bool incomplete = c.matcher && !c.matcher->can_end();
+        finish_sample(r, c, FinishReason::kLength,
+                      incomplete ? "the output ended before its grammar was complete" : "");
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -461,6 +487,11 @@ void Engine::record_step(const scheduler::BatchPlan& plan, const StepTimings& st
     step_hist_.sample.observe(st.sample_s);
     step_hist_.output.observe(st.output_s);
     step_hist_.step.observe(dt);
+    if (step_mask_s_ > 0) {
+        step_hist_.grammar_mask.observe(step_mask_s_);
+        totals_.grammar_mask_s += step_mask_s_;
+        step_mask_s_ = 0;
+    }
     publish(plan, st);
 }
 

@@ -15,6 +15,7 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
+#include "grammar/grammar.h"
 #include "kvcache/block_manager.h"
 #include "tokenizer/detokenizer.h"
 
@@ -28,6 +29,7 @@ struct Sample {
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;  // when the request detokenizes
     std::optional<StopMatcher> stops;                          // when it has stop strings
+    std::optional<grammar::Matcher> matcher;  // where the output is constrained: its position
     int generated = 0;
     bool done = false;
 };
@@ -55,11 +57,13 @@ struct SampleRef {
     int sample = 0;
 };
 
+inline constexpr int32_t kNoAllowedToken = -1;
+
 // A token sampled this step for one sample, with the logits row it came from.
 struct SampledToken {
     LiveRequest* req = nullptr;
     int sample = 0;
-    int32_t token = 0;
+    int32_t token = 0;  // kNoAllowedToken: the grammar left no token to sample
     const float* logits = nullptr;
 };
 

@@ -59,19 +59,25 @@ void Sampler::accept(int32_t token) {
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> prompt,
-                        std::span<const int32_t> end_tokens) {
+                        std::span<const int32_t> end_tokens, std::span<const uint8_t> allowed) {
     const bool penalties = p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
                            p_.frequency_penalty != 0.0f;
     const bool mask_end = generated_ < p_.min_tokens && !end_tokens.empty();
-    if (!penalties && !mask_end && p_.logit_bias.empty()) return draw(logits);
+    if (!penalties && !mask_end && p_.logit_bias.empty() && allowed.empty()) return draw(logits);
     row_.assign(logits.begin(), logits.end());
     const int32_t vocab = int32_t(row_.size());
+    constexpr float kNever = -std::numeric_limits<float>::infinity();
+    if (!allowed.empty()) {
+        for (size_t i = 0; i < row_.size(); ++i) {
+            if (i >= allowed.size() || allowed[i] == 0) row_[i] = kNever;
+        }
+    }
     for (const auto& [id, bias] : p_.logit_bias) {
         if (id >= 0 && id < vocab) row_[size_t(id)] += bias;
     }
     if (mask_end) {
         for (int32_t id : end_tokens) {
-            if (id >= 0 && id < vocab) row_[size_t(id)] = -std::numeric_limits<float>::infinity();
+            if (id >= 0 && id < vocab) row_[size_t(id)] = kNever;
         }
     }
     if (p_.repetition_penalty != 1.0f) {

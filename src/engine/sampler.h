@@ -7,6 +7,7 @@
 // not thread-safe.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
@@ -17,7 +18,21 @@
 
 #include "base/result.h"
 
+namespace pagoda::grammar {
+struct Grammar;
+class MaskCache;
+}  // namespace pagoda::grammar
+
 namespace pagoda::engine {
+
+// Output constrained by a grammar (structured outputs, tool calls): compiled once per
+// distinct grammar and shared by the requests that use it, with the token masks computed
+// for it so far.
+struct Constraint {
+    std::shared_ptr<const grammar::Grammar> grammar;
+    std::shared_ptr<grammar::MaskCache> masks;
+    std::string kind;  // what asked for it (json_object, json_schema, regex, choice, grammar, tool)
+};
 
 struct SamplingParams {
     float temperature = 1.0f;                           // 0 = greedy
@@ -37,6 +52,10 @@ struct SamplingParams {
     bool ignore_eos = false;
     int n = 1;          // parallel samples sharing the prompt's blocks
     int logprobs = -1;  // -1: none; k >= 0: the chosen token's logprob and the top k alternatives
+    // Only tokens that keep the output a valid prefix of the grammar are sampled; the end
+    // of sequence only where the grammar accepts. The output ends ("stop") when it is
+    // complete and nothing can follow.
+    std::shared_ptr<const Constraint> constraint;
 
     // vocab_size 0 skips the token id range checks.
     Status validate(int vocab_size = 0) const;
@@ -53,8 +72,10 @@ class Sampler {
     int32_t sample(std::span<const float> logits);
     // Full processing: `prompt` for the repetition penalty, the sampler's own history for
     // the others; `end_tokens` are masked while fewer than min_tokens were generated.
+    // `allowed` (one byte per token, when not empty): tokens with 0 are never drawn (a
+    // grammar's mask); at least one must be allowed.
     int32_t sample(std::span<const float> logits, std::span<const int32_t> prompt,
-                   std::span<const int32_t> end_tokens);
+                   std::span<const int32_t> end_tokens, std::span<const uint8_t> allowed = {});
     // Records a generated token (penalty history).
     void accept(int32_t token);
     int num_generated() const { return generated_; }

@@ -5,6 +5,7 @@
 // every referenced rule exists, the root exists, and no rule is left-recursive.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <functional>
 #include <map>
@@ -357,6 +358,30 @@ Result<std::shared_ptr<const Grammar>> parse_gbnf(std::string_view text, std::st
     } catch (const ParseError& e) {
         return make_error(ErrorCode::kInvalidArgument, "{}", e.message);
     }
+}
+
+bool accepts_something(const Grammar& g) {
+    // Productive rules, to a fixpoint: some alternative whose every element is a character
+    // class that matches something or a productive rule.
+    std::vector<uint8_t> productive(g.rules.size(), 0);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t r = 0; r < g.rules.size(); ++r) {
+            if (productive[r]) continue;
+            for (const Alternative& alt : g.rules[r].alts) {
+                const bool all = std::all_of(alt.begin(), alt.end(), [&](const Element& e) {
+                    return e.kind == Element::kChars ? e.intersects(0, 0x10FFFF)
+                                                     : productive[size_t(e.rule)] != 0;
+                });
+                if (all) {
+                    productive[r] = 1;
+                    changed = true;
+                    break;
+                }
+            }
+        }
+    }
+    return productive[size_t(g.root)] != 0;
 }
 
 }  // namespace pagoda::grammar

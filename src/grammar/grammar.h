@@ -46,6 +46,15 @@ struct Grammar {
 Result<std::shared_ptr<const Grammar>> parse_gbnf(std::string_view text,
                                                   std::string_view root = "root");
 
+// Whether some text matches at all (every rule it needs can finish).
+bool accepts_something(const Grammar& g);
+
+// A GBNF string literal that matches exactly `text`.
+std::string gbnf_literal(std::string_view text);
+// A regular expression (whole-output match) as GBNF (rule `root`); regex.cpp lists what
+// is supported, and errors name what is not.
+Result<std::string> regex_to_gbnf(std::string_view pattern);
+
 // The bytes of every token of a vocabulary, as a trie (built once per vocabulary).
 class TokenTrie {
   public:

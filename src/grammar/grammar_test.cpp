@@ -166,3 +166,29 @@ TEST_F(GrammarVocab, CachedMasksEqualComputedOnes) {
 
 }  // namespace
 }  // namespace pagoda::grammar
+
+namespace pagoda::grammar {
+namespace {
+
+// A character is its shortest UTF-8 encoding only: an overlong '{' (F0 80 81 BB) is not a
+// '{', and surrogates or values above U+10FFFF are no characters at all.
+TEST(Matcher, OnlyValidUtf8Matches) {
+    const auto brace = *parse_gbnf("root ::= \"{\"");
+    for (const char* bad : {"\xF0\x80\x81\xBB", "\xE0\x81\xBB", "\xC1\xBB", "\xF0\x80"}) {
+        Matcher m(brace);
+        EXPECT_FALSE(m.accept(bad)) << bad;
+    }
+    const auto other = *parse_gbnf("root ::= [^a]");
+    for (const char* bad : {"\xED\xA0\x80", "\xED\xA0", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80"}) {
+        Matcher m(other);
+        EXPECT_FALSE(m.accept(bad)) << bad;
+    }
+    for (const char* good :
+         {"\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xED\x9F\xBF", "\xF4\x8F\xBF\xBF"}) {
+        Matcher m(other);
+        EXPECT_TRUE(m.accept(good) && m.can_end()) << good;
+    }
+}
+
+}  // namespace
+}  // namespace pagoda::grammar

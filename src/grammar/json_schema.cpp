@@ -20,7 +20,7 @@ struct SchemaError {
 };
 
 const char* const kPrimitives = R"(
-ws ::= [ \t\n]{0,16}
+ws ::= ( " " | "\n" [ \t]{0,8} )?
 value ::= object | array | string | number | boolean | null
 object ::= "{" ws ( string ws ":" ws value ws ( "," ws string ws ":" ws value ws )* )? "}"
 array ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
@@ -32,33 +32,21 @@ boolean ::= "true" | "false"
 null ::= "null"
 )";
 
-// A GBNF string literal matching exactly `text`.
-std::string literal(const std::string& text) {
-    std::string out = "\"";
-    for (unsigned char c : text) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += char(c);
-        } else if (c < 0x20) {
-            out += fmt::format("\\x{:02X}", c);
-        } else {
-            out += char(c);
-        }
-    }
-    return out + "\"";
-}
+std::string literal(const std::string& text) { return gbnf_literal(text); }
 
 // The JSON text of a value, as a grammar literal (enum and const).
 std::string json_literal(const ojson& v) { return literal(v.dump()); }
 
 class Converter {
   public:
-    explicit Converter(const ojson& root) : root_(root) {}
+    Converter(const ojson& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
+    // The rules without the primitives.
     std::string convert() {
-        const std::string top = node(root_, "", 0);     // paths are JSON pointers
-        std::string out = "root ::= ws " + top + "\n";  // a tokenizer may open with a space
+        const std::string top = node(root_, "", 0);  // paths are JSON pointers
+        std::string out =
+            prefix_ + "root ::= ws " + top + "\n";  // a tokenizer may open with a space
         for (const auto& r : rules_) out += r + "\n";
-        return out + kPrimitives;
+        return out;
     }
 
   private:
@@ -66,7 +54,7 @@ class Converter {
         throw SchemaError{fmt::format("schema at {}: {}", path.empty() ? "/" : path, what)};
     }
     std::string add_rule(const std::string& path, const std::string& body) {
-        std::string name = "n";
+        std::string name = prefix_ + "n";
         for (char c : path) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
         name += "-" + std::to_string(rules_.size());
         rules_.push_back(name + " ::= " + body);
@@ -81,6 +69,7 @@ class Converter {
     void check_keywords(const ojson& s, const std::string& path) const;
 
     const ojson& root_;
+    const std::string prefix_;
     std::vector<std::string> rules_;
     std::map<std::string, std::string> refs_;  // $ref target -> rule name
 };
@@ -280,15 +269,23 @@ std::string Converter::ref(const std::string& target, const std::string& path) {
 
 }  // namespace
 
-Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
+Result<std::string> json_schema_rules(const nlohmann::ordered_json& schema,
+                                      const std::string& prefix) {
     try {
-        return Converter(schema).convert();
+        return Converter(schema, prefix).convert();
     } catch (const SchemaError& e) {
         return make_error(ErrorCode::kInvalidArgument, "{}", e.message);
     } catch (const nlohmann::json::exception& e) {
         return make_error(ErrorCode::kInvalidArgument, "schema: {}", e.what());
     }
 }
+
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
+    PAGODA_ASSIGN_OR_RETURN(std::string rules, json_schema_rules(schema, ""));
+    return rules + kPrimitives;
+}
+
+const char* json_primitives_gbnf() { return kPrimitives; }
 
 Result<std::shared_ptr<const Grammar>> json_schema_grammar(const nlohmann::ordered_json& schema) {
     PAGODA_ASSIGN_OR_RETURN(std::string text, json_schema_to_gbnf(schema));

@@ -23,6 +23,11 @@ namespace pagoda::grammar {
 
 // The GBNF text of `schema` (rule `root`).
 Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+// The rules of `schema` alone, to combine several schemas in one grammar: the top rule is
+// `<prefix>root`, every other name starts with the prefix; add json_primitives_gbnf() once.
+Result<std::string> json_schema_rules(const nlohmann::ordered_json& schema,
+                                      const std::string& prefix);
+const char* json_primitives_gbnf();  // ws, value, object, array, string, number, ...
 // Parsed and checked.
 Result<std::shared_ptr<const Grammar>> json_schema_grammar(const nlohmann::ordered_json& schema);
 // response_format json_object: any JSON object.

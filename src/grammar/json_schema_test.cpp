@@ -137,3 +137,94 @@ TEST(JsonSchema, UnsupportedOrInvalidSchemasNameTheProblem) {
 
 }  // namespace
 }  // namespace pagoda::grammar
+
+namespace pagoda::grammar {
+namespace {
+
+bool full_match(const std::string& gbnf, const std::string& text) {
+    auto g = parse_gbnf(gbnf);
+    EXPECT_TRUE(g.ok()) << gbnf << ": " << (g.ok() ? "" : g.error().message);
+    if (!g.ok()) return false;
+    Matcher m(*g);
+    return m.accept(text) && m.can_end();
+}
+
+TEST(Regex, MatchesWhatPythonsReFullmatchDoes) {
+    struct Case {
+        const char* pattern;
+        std::vector<const char*> yes, no;
+    };
+    const std::vector<Case> cases = {
+        {"[a-z]+@(foo|bar)\\.com",
+         {"x@foo.com", "abc@bar.com"},
+         {"x@baz.com", "X@foo.com", "x@foo.co"}},
+        {"^\\d{3}-\\d{2,4}$", {"123-45", "123-4567"}, {"12-45", "123-4", "123-45678"}},
+        {"(?:ab)*c?", {"", "ab", "ababc", "c"}, {"a", "abca"}},
+        {"[^\\s,]+(,[^\\s,]+)*", {"a,b,c", "xyz"}, {"a,,b", "a b", ""}},
+        {"colou?r|gr[ae]y", {"color", "colour", "grey", "gray"}, {"colr", "graey"}},
+        {"\\w+\\.\\W", {"a_1.!", "Z.\xC3\xA9"}, {"a.b", ".!"}},
+        {"(?P<year>\\d{4})-(?<m>0[1-9]|1[0-2])", {"2024-01", "1999-12"}, {"2024-13", "24-01"}},
+        {".{2}", {"ab", "\xC3\xA9z"}, {"a", "a\n", "abc"}},
+        {"[\\u00e9\\x41-\\x43]+",
+         {"\xC3\xA9"
+          "AB",
+          "C"},
+         {"D", ""}},
+        {"a{2,}?b+?", {"aab", "aaaabb"}, {"ab"}},
+        {"[-a]|[a-]", {"-", "a"}, {"b"}},
+    };
+    for (const Case& c : cases) {
+        auto g = regex_to_gbnf(c.pattern);
+        ASSERT_TRUE(g.ok()) << c.pattern << ": " << g.error().message;
+        for (const char* s : c.yes)
+            EXPECT_TRUE(full_match(*g, s)) << c.pattern << " should match '" << s << "'";
+        for (const char* s : c.no)
+            EXPECT_FALSE(full_match(*g, s)) << c.pattern << " should not match '" << s << "'";
+    }
+}
+
+TEST(Regex, UnsupportedSyntaxIsNamed) {
+    for (auto [pattern, says] : std::vector<std::pair<const char*, const char*>>{
+             {"(a)\\1", "backreferences"},
+             {"a(?=b)", "lookaround"},
+             {"(?i)a", "lookaround and inline flags"},
+             {"\\bword", "anchor \\b"},
+             {"a**+", "possessive"},
+             {"*a", "nothing to repeat"},
+             {"[z-a]", "backwards"},
+             {"a{3,1}", "max below min"},
+             {"a{5000}", "above 1000"},
+             {"(a", "missing ')'"},
+             {"a)", "unbalanced ')'"},
+             {"[abc", "unterminated"},
+             {"a^b", "only supported at the start"},
+         }) {
+        auto g = regex_to_gbnf(pattern);
+        ASSERT_FALSE(g.ok()) << pattern;
+        EXPECT_NE(g.error().message.find(says), std::string::npos)
+            << pattern << ": " << g.error().message;
+    }
+}
+
+TEST(JsonSchemaRules, PrefixedRulesCombineInOneGrammar) {
+    auto a = json_schema_rules(
+        nlohmann::ordered_json::parse(
+            R"({"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]})"),
+        "a-");
+    auto b = json_schema_rules(nlohmann::ordered_json::parse(R"({"enum": ["p", "q"]})"), "b-");
+    ASSERT_TRUE(a.ok() && b.ok());
+    const std::string g = "root ::= a-root \" \" b-root\n" + *a + *b + json_primitives_gbnf();
+    EXPECT_TRUE(full_match(g, R"({"x": 5} "q")"));
+    EXPECT_FALSE(full_match(g, R"({"x": "5"} "q")"));
+    EXPECT_FALSE(full_match(g, R"({"x": 5} "r")"));
+}
+
+TEST(Grammar, AcceptsSomethingFindsUnproductiveRoots) {
+    EXPECT_TRUE(accepts_something(**parse_gbnf("root ::= \"a\" | x\nx ::= \"b\" x")));
+    EXPECT_FALSE(accepts_something(**parse_gbnf("root ::= x\nx ::= \"b\" x")));
+    EXPECT_FALSE(accepts_something(**parse_gbnf("root ::= [^\\x00-\\U0010FFFF]")));
+    EXPECT_TRUE(accepts_something(**parse_gbnf("root ::= \"\"")));
+}
+
+}  // namespace
+}  // namespace pagoda::grammar

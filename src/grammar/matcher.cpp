@@ -116,7 +116,17 @@ bool Matcher::advance_byte(State& st, uint8_t b) const {
     } else {
         lo = hi = b;
     }
+    if (!st.partial.empty()) {
+        // Only the shortest encoding of a scalar value is UTF-8 (no overlong forms, no
+        // surrogates, nothing above U+10FFFF): narrow the range to what the bytes can
+        // still become.
+        static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+        lo = std::max(lo, kMin[need]);
+        hi = std::min<uint32_t>(hi, 0x10FFFF);
+        if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;
+    }
     const bool complete = st.partial.empty() || st.partial.size() == need;
+    if (complete && lo >= 0xD800 && lo <= 0xDFFF) return false;
     if (!complete) {
         return std::any_of(st.stacks.begin(), st.stacks.end(),
                            [&](const Stack& s) { return top_element(*g_, s).intersects(lo, hi); });

@@ -183,8 +183,11 @@ ChatTemplate::ChatTemplate(const tokenizer::Vocab& vocab, ChatTemplateOptions op
     const std::string& text = from_file ? opts_.template_text : vocab.chat_template;
     const std::string where = from_file ? fmt::format("--chat-template {}", opts_.template_source)
                                         : "the model's template";
+    source_ = text;
     if (text.empty()) {
         builtin_ = builtin_family(vocab);
+        // The tool-call markers of the built-in families' models.
+        source_ = builtin_ == "chatml" ? "<tool_call>" : builtin_ == "inst" ? "[TOOL_CALLS]" : "";
         description_ =
             fmt::format("built-in '{}' renderer (the model carries no chat template)", builtin_);
         return;

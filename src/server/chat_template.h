@@ -61,6 +61,9 @@ class ChatTemplate {
     const std::string& load_error() const { return load_error_; }
     // What renders chats, for the log: the model's template, a file, or a built-in.
     const std::string& description() const { return description_; }
+    // The template's text, or for a built-in renderer its family's markers (what tool-call
+    // parsing is chosen from).
+    const std::string& source() const { return source_; }
 
     Result<RenderedChat> render(const ChatInput& in) const;
 
@@ -74,7 +77,7 @@ class ChatTemplate {
     ChatTemplateOptions opts_;
     nlohmann::ordered_json special_;  // bos_token, eos_token, ... as the template sees them
     std::shared_ptr<const Compiled> compiled_;  // null: no template (built-in) or load error
-    std::string load_error_, description_, builtin_;
+    std::string load_error_, description_, builtin_, source_;
     mutable std::mutex mu_;  // per-request templates, parsed once each (a few kept)
     mutable std::map<std::string, std::shared_ptr<const Compiled>> request_cache_;
 };

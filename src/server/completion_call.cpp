@@ -47,12 +47,13 @@ bool is_failure(FinishReason r) {
 // One choice of the response: prompt p's sample i is choice p * n + i.
 struct ChoiceState {
     std::string text;
-    std::string finish;              // OpenAI's finish_reason, once finished
-    std::string stop_reason;         // the stop string or token id that ended it
-    json logprobs;                   // completions {tokens, ...} or chat {content: [...]}
-    bool role_sent = false;          // chat streams: the first delta carries the role
-    std::vector<int32_t> token_ids;  // return_token_ids
-    bool prompt_ids_sent = false;    // streams: the first chunk carries prompt_token_ids
+    std::string finish;                     // OpenAI's finish_reason, once finished
+    std::string stop_reason;                // the stop string or token id that ended it
+    json logprobs;                          // completions {tokens, ...} or chat {content: [...]}
+    bool role_sent = false;                 // chat streams: the first delta carries the role
+    std::vector<int32_t> token_ids;         // return_token_ids
+    std::shared_ptr<ToolCallStream> tools;  // chat with tools: content and tool_calls
+    bool prompt_ids_sent = false;           // streams: the first chunk carries prompt_token_ids
     Clock::time_point last_token_time{};
 };
 
@@ -83,6 +84,9 @@ class Call : public std::enable_shared_from_this<Call> {
                                       {"top_logprobs", json::array()},
                                       {"text_offset", json::array()}};
         choices_.assign(pr.prompts.size() * size_t(n_), blank);
+        if (chat_ && pr.tools.choice != ToolChoice::kNone) {
+            for (auto& c : choices_) c.tools = std::make_shared<ToolCallStream>(pr.tools);
+        }
         if (token_ids_) prompt_ids_ = pr.prompts;
     }
 
@@ -131,7 +135,8 @@ class Call : public std::enable_shared_from_this<Call> {
 
     void on_event(size_t p, const engine::Event& ev);
     void add_logprobs(ChoiceState& c, const engine::Event& ev, json* delta);
-    void stream_chunk(size_t index, ChoiceState& c, const engine::Event& ev, const json& delta_lp);
+    void stream_chunk(size_t index, ChoiceState& c, const engine::Event& ev, const json& delta_lp,
+                      const std::string& text, const json& tool_calls);
     void on_request_done(PromptState& p, const engine::Event& ev);
     json usage_json() const;
     void finish();
@@ -168,6 +173,18 @@ void Call::on_event(size_t p, const engine::Event& ev) {
         c.last_token_time = ev.time;
     }
     c.text += ev.text;
+    std::string text = ev.text;  // what the client sees as content
+    json tool_calls = json::array();
+    if (c.tools) {
+        ToolCallStream::Delta d = c.tools->push(ev.text);
+        if (ev.finish) {
+            ToolCallStream::Delta end = c.tools->finish();
+            d.content += end.content;
+            for (auto& t : end.tool_calls) d.tool_calls.push_back(std::move(t));
+        }
+        text = std::move(d.content);
+        tool_calls = std::move(d.tool_calls);
+    }
     if (token_ids_) c.token_ids.insert(c.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
     json delta_lp;
     if (want_logprobs_ && !ev.logprobs.empty()) {
@@ -175,15 +192,18 @@ void Call::on_event(size_t p, const engine::Event& ev) {
     }
     if (ev.finish) {
         c.finish = finish_name(*ev.finish);
+        if (*ev.finish == FinishReason::kStop && c.tools && c.tools->made_calls()) {
+            c.finish = "tool_calls";
+        }
         c.stop_reason = ev.stop_reason;
         if (is_failure(*ev.finish)) {
             error_reason_ = *ev.finish;
             if (!ev.error.empty()) error_message_ = ev.error;
         }
     }
-    if (stream_ && (!ev.text.empty() || ev.finish || !delta_lp.is_null() ||
+    if (stream_ && (!text.empty() || ev.finish || !delta_lp.is_null() || !tool_calls.empty() ||
                     (token_ids_ && !ev.token_ids.empty()))) {
-        stream_chunk(index, c, ev, delta_lp);
+        stream_chunk(index, c, ev, delta_lp, text, tool_calls);
     }
     if (ev.request_done) on_request_done(prompts_[p], ev);
 }
@@ -219,8 +239,8 @@ void Call::add_logprobs(ChoiceState& c, const engine::Event& ev, json* delta) {
     }
 }
 
-void Call::stream_chunk(size_t index, ChoiceState& c, const engine::Event& ev,
-                        const json& delta_lp) {
+void Call::stream_chunk(size_t index, ChoiceState& c, const engine::Event& ev, const json& delta_lp,
+                        const std::string& text, const json& tool_calls) {
     json choice = {{"index", index},
                    {"logprobs", delta_lp.is_null() ? json(nullptr) : delta_lp},
                    {"finish_reason", ev.finish ? json(c.finish) : json(nullptr)}};
@@ -230,10 +250,11 @@ void Call::stream_chunk(size_t index, ChoiceState& c, const engine::Event& ev,
             delta["role"] = "assistant";
             c.role_sent = true;
         }
-        if (!ev.text.empty() || !ev.finish) delta["content"] = ev.text;
+        if (!text.empty() || (!ev.finish && tool_calls.empty())) delta["content"] = text;
+        if (!tool_calls.empty()) delta["tool_calls"] = tool_calls;
         choice["delta"] = delta;
     } else {
-        choice["text"] = ev.text;
+        choice["text"] = text;
         if (ev.finish && !c.stop_reason.empty()) choice["stop_reason"] = c.stop_reason;
     }
     if (token_ids_) {
@@ -335,7 +356,14 @@ void Call::send_body() {
         json choice = {{"index", i},
                        {"logprobs", want_logprobs_ ? c.logprobs : json(nullptr)},
                        {"finish_reason", c.finish}};
-        if (chat_) {
+        if (chat_ && c.tools) {
+            const bool calls = c.tools->made_calls();
+            const std::string& content = c.tools->content();
+            choice["message"] = {
+                {"role", "assistant"},
+                {"content", calls && content.empty() ? json(nullptr) : json(content)}};
+            if (calls) choice["message"]["tool_calls"] = c.tools->calls();
+        } else if (chat_) {
             choice["message"] = {{"role", "assistant"}, {"content", c.text}};
         } else {
             choice["text"] = c.text;
@@ -379,13 +407,13 @@ http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin
     if (!body) return reply(err);
     const auto& mc = ctx.engine.model().config();
     const bool chat = endpoint == Endpoint::kChatCompletions;
-    // Chat reads the body again with its key order kept (a tool's parameters, in order).
-    const nlohmann::ordered_json ordered =
-        chat ? nlohmann::ordered_json::parse(req.body, nullptr, false) : nlohmann::ordered_json();
+    // The body again with its key order kept (a tool's parameters in the prompt, a schema's
+    // properties in the output).
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
     auto parsed = parse_generation_request(
         *body, chat,
         {ctx.served_model_name, ctx.engine.config().sched.max_model_len, mc.vocab_size, ctx.chat,
-         chat && ordered.is_object() ? &ordered : nullptr},
+         ordered.is_object() ? &ordered : nullptr, ctx.constraints, ctx.tool_parser},
         ctx.engine.model().tokenizer());
     if (auto* e = std::get_if<RequestError>(&parsed)) {
         return reply(api_error(e->status, e->message, e->type, e->param));

@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "http/server.h"
 #include "server/metrics_exporter.h"
+#include "server/structured.h"
 
 namespace pagoda::server {
 
@@ -27,6 +28,8 @@ struct CallContext {
     std::atomic<int64_t>& in_flight;
     std::string served_model_name;
     const ChatTemplate* chat = nullptr;
+    ConstraintCache* constraints = nullptr;  // compiled grammars, shared by the calls
+    ToolParser tool_parser = ToolParser::kLlama3Json;
 };
 
 // Validates the body, submits every prompt and returns the deferred reply (or the error).

@@ -117,6 +117,19 @@ void ServerMetrics::write_request_families(metrics::TextWriter& w, const std::st
     }
 }
 
+namespace {
+// Structured outputs: constrained requests and the token-mask time per step.
+void write_grammar(metrics::TextWriter& w, const engine::StepHistograms& sh,
+                   const engine::EngineStats& st, const metrics::Labels& model) {
+    w.family("pagoda_grammar_mask_seconds", "histogram",
+             "Token-mask time of the grammar-constrained sequences of an engine step.");
+    w.histogram("pagoda_grammar_mask_seconds", model, sh.grammar_mask);
+    w.family("pagoda_constrained_requests_total", "counter",
+             "Requests whose output a grammar constrains (structured outputs, forced tool calls).");
+    w.sample("pagoda_constrained_requests_total", model, double(st.constrained_requests));
+}
+}  // namespace
+
 // Native-only detail: waiting reasons, block states, steps, stages, HTTP classes, config.
 void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSources& src,
                                         const engine::EngineStats& st,
@@ -171,6 +184,7 @@ void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSou
     w.family("pagoda_idle_wakeup_seconds", "histogram",
              "The first forward pass after an idle pause minus the average pass of its size.");
     w.histogram("pagoda_idle_wakeup_seconds", model, sh.idle_wakeup);
+    write_grammar(w, sh, st, model);
     w.family("pagoda_warmup_cpu_seconds_total", "counter",
              "CPU time the compute pool spent spinning warm between steps (warm levels).");
     w.sample("pagoda_warmup_cpu_seconds_total", model, src.engine.idle_spin_cpu_seconds());

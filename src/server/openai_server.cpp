@@ -29,6 +29,7 @@ bool equal_constant_time(std::string_view a, std::string_view b) {
 OpenAiServer::OpenAiServer(engine::Engine& engine, ServerConfig cfg)
     : engine_(engine), cfg_(std::move(cfg)), created_(unix_now()), metrics_(cfg_.length_classes) {
     if (!cfg_.chat) cfg_.chat = ChatTemplate::create(engine_.model().tokenizer().vocab(), {});
+    tool_parser_ = cfg_.tool_parser.value_or(detect_tool_parser(cfg_.chat->source()));
 }
 
 const char* OpenAiServer::replica_state() const {
@@ -110,9 +111,9 @@ http::Reply OpenAiServer::generate(const http::Request& req, Endpoint endpoint, 
     if (!ready_ && origin != Origin::kWarmup) {
         return reply(api_error(503, "the server is warming up; retry shortly", "server_error"));
     }
-    return start_completion(
-        req, endpoint, origin,
-        {engine_, metrics_, in_flight_, cfg_.served_model_name, cfg_.chat.get()});
+    return start_completion(req, endpoint, origin,
+                            {engine_, metrics_, in_flight_, cfg_.served_model_name, cfg_.chat.get(),
+                             &constraints_, tool_parser_});
 }
 
 http::Reply OpenAiServer::health() const {

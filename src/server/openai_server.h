@@ -39,6 +39,8 @@ struct ServerConfig {
     // How chats are rendered (--chat-template, --trust-request-chat-template); null: the
     // model's template with the defaults.
     std::shared_ptr<const ChatTemplate> chat;
+    // How tool calls are read from outputs (--tool-call-parser); unset: from the template.
+    std::optional<ToolParser> tool_parser;
 };
 
 class OpenAiServer {
@@ -78,6 +80,8 @@ class OpenAiServer {
 
     engine::Engine& engine_;
     ServerConfig cfg_;
+    ConstraintCache constraints_;
+    ToolParser tool_parser_ = ToolParser::kLlama3Json;
     std::atomic<bool> ready_{false}, draining_{false}, shedding_{false};
     std::atomic<int64_t> in_flight_{0};
     int64_t created_ = 0;

@@ -229,6 +229,22 @@ std::optional<RequestError> check_prompts(const ParsedRequest& out, bool chat, b
     return std::nullopt;
 }
 
+// Structured outputs and tools: the grammar the output must follow, compiled (or cached).
+std::optional<RequestError> read_constraint(const json& j, bool chat, const RequestLimits& limits,
+                                            ParsedRequest& out) {
+    auto shape =
+        read_output_shape(limits.ordered_body ? *limits.ordered_body : nlohmann::ordered_json(j),
+                          chat, limits.tool_parser);
+    if (auto* e = std::get_if<RequestError>(&shape)) return *e;
+    const OutputShape& s = std::get<OutputShape>(shape);
+    out.tools = s.tools;
+    if (s.kind.empty()) return std::nullopt;
+    auto c = limits.constraints ? limits.constraints->get(s) : compile_constraint(s);
+    if (!c.ok()) return bad(c.error().message, s.field);
+    out.sampling.constraint = *c;
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::variant<ParsedRequest, RequestError> parse_generation_request(
@@ -258,6 +274,7 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(
     }
     if (auto pe = check_prompts(out, chat, max_given, limits)) return *pe;
     if (auto fe = check_request_fields(j, chat)) return *fe;
+    if (auto se = read_constraint(j, chat, limits, out)) return *se;
     return out;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "server/structured.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda::server {
@@ -65,8 +66,11 @@ struct RequestLimits {
     int max_model_len = 0;
     int64_t vocab_size = 0;
     const ChatTemplate* chat = nullptr;  // null: the model's template, parsed per request
-    // The body again with its key order (tools' parameters keep their order in the prompt).
+    // The body again with its key order (tools' parameters keep their order in the prompt,
+    // schema properties theirs in the output).
     const nlohmann::ordered_json* ordered_body = nullptr;
+    ConstraintCache* constraints = nullptr;  // null: grammars compiled per request
+    ToolParser tool_parser = ToolParser::kLlama3Json;
 };
 
 struct ParsedRequest {
@@ -77,6 +81,7 @@ struct ParsedRequest {
     // vLLM's return_token_ids: choices carry "token_ids" (and "prompt_token_ids"), so a
     // router can resume a broken stream on another replica from the exact tokens.
     bool return_token_ids = false;
+    ToolRequest tools;  // chat: tool_choice and how to read calls from the output
 };
 
 struct RequestError {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "grammar/grammar.h"
 #include "model/model.h"
 
 namespace pagoda::server {
@@ -102,30 +103,138 @@ TEST_F(RequestTest, FieldsNotHonouredAreRefusedByName) {
     auto e = err(R"({"prompt": "x", "echo": true})");
     EXPECT_EQ(e.param, "echo");
     EXPECT_NE(e.message.find("'echo' is not supported"), std::string::npos) << e.message;
-    e = err(R"({"messages": [{"role": "user", "content": "Hi"}],
-                "response_format": {"type": "json_object"}})",
-            true);
-    EXPECT_EQ(e.param, "response_format");
-    EXPECT_NE(e.message.find("structured outputs"), std::string::npos) << e.message;
-    EXPECT_EQ(err(R"({"prompt": "x", "guided_json": {}})").param, "guided_json");
+    e = err(R"({"messages": [{"role": "user", "content": "Hi"}], "functions": []})", true);
+    EXPECT_EQ(e.param, "functions");
+    EXPECT_NE(e.message.find("send 'tools'"), std::string::npos) << e.message;
     EXPECT_EQ(err(R"({"prompt": "x", "messages": []})").param, "messages");
-    const char* tools = R"([{"type": "function", "function": {"name": "f", "parameters": {}}}])";
-    e = err(
-        fmt::format(R"({{"messages": [{{"role": "user", "content": "Hi"}}], "tools": {}}})", tools)
-            .c_str(),
-        true);
-    EXPECT_EQ(e.param, "tool_choice");
-    EXPECT_NE(e.message.find("tool_choice \"none\""), std::string::npos) << e.message;
+    EXPECT_EQ(err(R"({"prompt": "x", "tools": []})").param, "tools");
     EXPECT_EQ(
         err(R"({"messages": [{"role": "user", "content": "Hi"}], "tool_choice": "required"})", true)
             .param,
         "tool_choice");
-    ok(fmt::format(R"({{"messages": [{{"role": "user", "content": "Hi"}}], "tools": {},
-                       "tool_choice": "none", "user": "u1", "metadata": {{"k": "v"}}}})",
-                   tools)
-           .c_str(),
-       true);
     ok(R"({"prompt": "x", "user": "someone", "store": false})");
+}
+
+// Each way of asking for a shape becomes a grammar on the sampling parameters.
+TEST_F(RequestTest, StructuredOutputFieldsBecomeGrammars) {
+    for (
+        const char* body :
+        {R"({"prompt": "x", "response_format": {"type": "json_object"}})",
+         R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "a", "strict": true, "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}}})",
+         R"({"prompt": "x", "guided_json": {"type": "array", "items": {"type": "boolean"}}})",
+         R"({"prompt": "x", "guided_json": "{\"type\": \"string\"}"})",
+         R"({"prompt": "x", "guided_regex": "[a-z]+@(foo|bar)\\.com"})",
+         R"({"prompt": "x", "guided_choice": ["yes", "no"]})",
+         R"({"prompt": "x", "guided_grammar": "root ::= \"a\"+"})",
+         R"({"prompt": "x", "structured_outputs": {"choice": ["a", "b"]}})"}) {
+        auto p = ok(body);
+        ASSERT_TRUE(p.sampling.constraint != nullptr) << body;
+        EXPECT_TRUE(p.sampling.constraint->grammar && p.sampling.constraint->masks) << body;
+    }
+    EXPECT_EQ(ok(R"({"prompt": "x", "response_format": {"type": "text"}})").sampling.constraint,
+              nullptr);
+    EXPECT_EQ(ok(R"({"prompt": "x"})").sampling.constraint, nullptr);
+    // Cached by grammar: two requests with the same schema share the compiled grammar.
+    ConstraintCache cache;
+    limits.constraints = &cache;
+    auto a = ok(R"({"prompt": "x", "guided_choice": ["yes", "no"]})");
+    auto b = ok(R"({"prompt": "y", "guided_choice": ["yes", "no"]})");
+    EXPECT_EQ(a.sampling.constraint, b.sampling.constraint);
+    EXPECT_EQ(cache.size(), 1u);
+}
+
+TEST_F(RequestTest, BadStructuredOutputsSayWhy) {
+    struct Case {
+        const char* body;
+        const char* param;
+        const char* says;
+    };
+    for (
+        const Case& c : std::initializer_list<Case>{
+            {R"({"prompt": "x", "response_format": {"type": "xml"}})", "response_format",
+             "'xml' is not supported"},
+            {R"({"prompt": "x", "response_format": {"type": "json_schema"}})", "response_format",
+             "needs 'json_schema'"},
+            {R"({"prompt": "x", "guided_json": {"type": "string", "pattern": "a+"}})",
+             "guided_json", "keyword 'pattern' is not supported"},
+            {R"({"prompt": "x", "guided_json": {"type": "strange"}})", "guided_json", "strange"},
+            {R"({"prompt": "x", "guided_regex": "(a"})", "guided_regex", "missing ')'"},
+            {R"({"prompt": "x", "guided_regex": "(a)\\1"})", "guided_regex", "backreferences"},
+            {R"({"prompt": "x", "guided_regex": "(?=a)b"})", "guided_regex", "lookaround"},
+            {R"({"prompt": "x", "guided_choice": []})", "guided_choice", "non-empty"},
+            {R"({"prompt": "x", "guided_grammar": "root ::= nothing"})", "guided_grammar",
+             "does not parse"},
+            {R"({"prompt": "x", "guided_grammar": "root ::= [^\\x00-\\U0010FFFF] | x\nx ::= x \"a\""})",
+             "guided_grammar", "does not parse"},
+            {R"({"prompt": "x", "guided_grammar": "root ::= x\nx ::= \"a\" x"})", "guided_grammar",
+             "accepts nothing"},
+            {R"({"prompt": "x", "guided_grammar": "root ::= [^\\x00-\\U0010FFFF] \"a\""})",
+             "guided_grammar", "accepts nothing"},
+            {R"({"prompt": "x", "guided_regex": "a", "guided_choice": ["a"]})", "guided_choice",
+             "both constrain"},
+        }) {
+        auto e = err(c.body);
+        EXPECT_EQ(e.param, c.param) << c.body;
+        EXPECT_NE(e.message.find(c.says), std::string::npos) << c.body << " -> " << e.message;
+    }
+}
+
+TEST_F(RequestTest, ToolsAreCheckedAndForcedCallsConstrained) {
+    const std::string msgs = R"("messages": [{"role": "user", "content": "Weather?"}])";
+    const std::string tools =
+        R"("tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+                     {"type": "function", "function": {"name": "now"}}])";
+    auto body = [&](const std::string& extra) { return "{" + msgs + ", " + tools + extra + "}"; };
+    auto p = ok(body("").c_str(), true);
+    EXPECT_EQ(p.tools.choice, ToolChoice::kAuto);  // tools without tool_choice: auto
+    EXPECT_EQ(p.sampling.constraint, nullptr);
+    p = ok(body(R"(, "tool_choice": "required", "parallel_tool_calls": false)").c_str(), true);
+    EXPECT_EQ(p.tools.choice, ToolChoice::kRequired);
+    EXPECT_FALSE(p.tools.parallel);
+    ASSERT_NE(p.sampling.constraint, nullptr);
+    grammar::Matcher m(p.sampling.constraint->grammar);
+    EXPECT_TRUE(m.accept(R"([{"name": "get_weather", "parameters": {"city": "Paris"}}])"));
+    EXPECT_TRUE(m.can_end());
+    grammar::Matcher two(p.sampling.constraint->grammar);  // parallel_tool_calls false: one call
+    EXPECT_FALSE(two.accept(R"([{"name": "now", "parameters": {}}, {"name": "now")"));
+    grammar::Matcher bad(p.sampling.constraint->grammar);
+    EXPECT_FALSE(bad.accept(R"([{"name": "get_weather", "parameters": {}})"));  // city is required
+    p = ok(body(R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})")
+               .c_str(),
+           true);
+    EXPECT_EQ(p.tools.choice, ToolChoice::kNamed);
+    grammar::Matcher named(p.sampling.constraint->grammar);
+    EXPECT_TRUE(named.accept(R"({"city": "Oslo"})"));
+    EXPECT_TRUE(named.can_end());
+
+    struct Case {
+        std::string body;
+        const char* says;
+    };
+    for (
+        const Case& c : std::vector<Case>{
+            {body(R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}})"),
+             "'nope', which is not in 'tools'"},
+            {body(R"(, "tool_choice": "sometimes")"), "'tool_choice' must be"},
+            {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"description": "x"}}]})",
+             "needs a 'name'"},
+            {"{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "a b"}}]})",
+             "needs a 'name'"},
+            {"{" + msgs +
+                 R"(, "tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]})",
+             "used twice"},
+            {"{" + msgs +
+                 R"(, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]})",
+             "schema of an object"},
+            {"{" + msgs +
+                 R"(, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "a"}}}}}], "tool_choice": "required"})",
+             "keyword 'pattern' is not supported"},
+            {body(R"(, "tool_choice": "required", "response_format": {"type": "json_object"})"),
+             "cannot be combined"},
+        }) {
+        auto e = err(c.body.c_str(), true);
+        EXPECT_NE(e.message.find(c.says), std::string::npos) << c.body << " -> " << e.message;
+    }
 }
 
 }  // namespace
