@@ -52,7 +52,8 @@ void run_tools(std::string_view out, uint8_t how) {
     content += s.finish().content;
     if (content != s.content()) std::abort();  // streamed content is the answer's content
     if (t.choice == server::ToolChoice::kNone && content != out) std::abort();
-    (void)s.calls().dump();
+    (void)s.calls().dump(-1, ' ', false,
+                         nlohmann::json::error_handler_t::replace);  // as the server writes it
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 // with "length" and says so.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "base/log.h"
@@ -79,10 +81,10 @@ TEST(EngineGrammar, SampledJsonOutputsParseAndKeepTheSchema) {
     }
 }
 
-std::vector<Request> regex_requests(const std::string& re, int count) {
+std::vector<Request> regex_requests(model::Model& m, const std::string& re, int count) {
     const std::string g = *grammar::regex_to_gbnf(re);
     std::vector<Request> reqs;
-    for (const auto& p : random_prompts(stories(), count, 10, 60, 5)) {
+    for (const auto& p : random_prompts(m, count, 10, 60, 5)) {
         Request r = greedy(p, 40);
         r.sampling.ignore_eos = false;
         r.sampling.constraint = constraint(g);
@@ -93,26 +95,45 @@ std::vector<Request> regex_requests(const std::string& re, int count) {
 
 const char* const kSentence = "[a-z ]{4,60}\\.( [A-Z][a-z]+)?";
 
-// Masks depend only on each sequence's own position. (Steps that mix prefill chunks with
-// decodes are not bitwise equal to unmixed ones on the CPU backend, constrained or not, so
-// the batch here is one prefill step, then decodes.)
-TEST(EngineGrammar, OutputsDoNotDependOnTheBatch) {
-    const auto reqs = regex_requests(kSentence, 24);
+// Each sample's mask comes from its own matcher: in batches that mix prefills and decodes
+// of other constrained requests (submitted a few at a time), every output still follows
+// its grammar, token by token. (Bitwise equality with each request run alone is not
+// asserted: the engine's logits are not bitwise batch-invariant when decode steps mix with
+// other requests' prefills, constrained or not; see docs/architecture.md, "Known gaps".)
+TEST(EngineGrammar, OutputsInBatchesFollowTheirGrammar) {
+    const auto reqs = regex_requests(stories(), kSentence, 16);
     auto e = Engine::create(stories(), config(16, 2048));
     ASSERT_TRUE(e.ok());
     std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const auto& r : reqs) streams.push_back(*(*e)->submit(r));
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        streams.push_back(*(*e)->submit(reqs[i]));
+        std::this_thread::sleep_for(std::chrono::microseconds(300 * (i % 4)));
+    }
+    std::map<uint64_t, int> per_step;
     for (size_t i = 0; i < reqs.size(); ++i) {
         const Output o = collect(*streams[i])[0];
-        EXPECT_EQ(o.ids, alone(stories(), config(16, 2048), reqs[i])) << "request " << i;
+        ASSERT_TRUE(o.finish == FinishReason::kStop || o.finish == FinishReason::kLength)
+            << "request " << i;
+        grammar::Matcher replay(reqs[i].sampling.constraint->grammar);
+        for (int32_t id : o.ids) {
+            ASSERT_TRUE(replay.accept(stories().tokenizer().token_bytes(id))) << "request " << i;
+        }
+        if (o.finish == FinishReason::kStop) {
+            EXPECT_TRUE(replay.can_end()) << "request " << i << ": " << o.text;
+            EXPECT_TRUE(std::regex_match(o.text, std::regex(kSentence))) << o.text;
+        }
+        for (uint64_t s : std::set<uint64_t>(o.token_steps.begin(), o.token_steps.end()))
+            ++per_step[s];
     }
+    EXPECT_TRUE(
+        std::any_of(per_step.begin(), per_step.end(), [](const auto& p) { return p.second > 1; }));
 }
 
 // The grammar's state lives with the sample, so a preempted sequence (recomputed from its
 // tokens) goes on from where it was: every output still follows its grammar.
 TEST(EngineGrammar, PreemptedSequencesKeepTheirGrammar) {
     set_log_level(LogLevel::kWarn);
-    const auto reqs = regex_requests(kSentence, 24);
+    const auto reqs = regex_requests(stories(), kSentence, 24);
     auto e = Engine::create(stories(), config(16, 256, /*num_blocks=*/12));
     ASSERT_TRUE(e.ok());
     std::vector<std::shared_ptr<RequestStream>> streams;

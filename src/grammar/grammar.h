@@ -74,19 +74,26 @@ class TokenTrie {
 // Masks already computed for a grammar on a vocabulary, by parse position: the allowed
 // tokens depend only on the position (the stacks), and decoding revisits positions all
 // the time (every character inside a JSON string leaves the same one). Shared by the
-// sequences of a grammar; thread-safe; keeps at most `capacity` masks (oldest dropped).
+// sequences of a grammar; thread-safe. Masks are kept as bitsets (a 128k vocabulary: 16 KiB
+// each), at most `capacity` of them and `max_bytes` in all (the oldest dropped first).
 class MaskCache {
   public:
-    explicit MaskCache(size_t capacity = 256) : capacity_(capacity) {}
+    explicit MaskCache(size_t capacity = 1024, size_t max_bytes = size_t(8) << 20)
+        : capacity_(capacity), max_bytes_(max_bytes) {}
     bool find(const std::string& key, std::vector<uint8_t>& mask) const;
     void put(const std::string& key, const std::vector<uint8_t>& mask);
     size_t size() const;
+    size_t bytes() const;  // held by the masks and their keys
     uint64_t hits() const;
 
   private:
-    size_t capacity_;
+    size_t capacity_, max_bytes_, bytes_ = 0;
     mutable std::mutex mu_;
-    std::unordered_map<std::string, std::vector<uint8_t>> masks_;
+    struct Entry {
+        std::vector<uint64_t> bits;
+        size_t size = 0;  // tokens
+    };
+    std::unordered_map<std::string, Entry> masks_;
     std::deque<std::string> order_;
     mutable uint64_t hits_ = 0;
 };

@@ -162,6 +162,17 @@ TEST_F(GrammarVocab, CachedMasksEqualComputedOnes) {
         ASSERT_TRUE(n.accept(std::string(1, c)));
     }
     EXPECT_LE(tiny.size(), 2u);
+    MaskCache small_bytes(100, 300);  // the byte budget holds
+    Matcher k(g);
+    for (char c : doc) {
+        k.fill_mask(trie, cached, &small_bytes);
+        k.fill_mask(trie, fresh);
+        ASSERT_EQ(cached, fresh);
+        ASSERT_TRUE(k.accept(std::string(1, c)));
+    }
+    EXPECT_LE(small_bytes.bytes(), 300u);
+    EXPECT_GE(small_bytes.size(), 1u);
+    EXPECT_LT(small_bytes.size(), cache.size());
 }
 
 }  // namespace

@@ -172,6 +172,7 @@ TEST(Regex, MatchesWhatPythonsReFullmatchDoes) {
          {"D", ""}},
         {"a{2,}?b+?", {"aab", "aaaabb"}, {"ab"}},
         {"[-a]|[a-]", {"-", "a"}, {"b"}},
+        {"(a*b)*(c?){0,3}", {"", "aab", "babcc", "ccc"}, {"a", "cccc"}},
     };
     for (const Case& c : cases) {
         auto g = regex_to_gbnf(c.pattern);
@@ -198,6 +199,9 @@ TEST(Regex, UnsupportedSyntaxIsNamed) {
              {"a)", "unbalanced ')'"},
              {"[abc", "unterminated"},
              {"a^b", "only supported at the start"},
+             {"(a*)*", "can match the empty string"},
+             {"x(a|b?)+", "can match the empty string"},
+             {"(()){2,}", "can match the empty string"},
          }) {
         auto g = regex_to_gbnf(pattern);
         ASSERT_FALSE(g.ok()) << pattern;

@@ -199,25 +199,42 @@ bool MaskCache::find(const std::string& key, std::vector<uint8_t>& mask) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = masks_.find(key);
     if (it == masks_.end()) return false;
-    mask = it->second;
+    const Entry& e = it->second;
+    mask.resize(e.size);
+    for (size_t t = 0; t < e.size; ++t) mask[t] = uint8_t((e.bits[t >> 6] >> (t & 63)) & 1);
     ++hits_;
     return true;
 }
 
 void MaskCache::put(const std::string& key, const std::vector<uint8_t>& mask) {
+    Entry e;
+    e.size = mask.size();
+    e.bits.assign((mask.size() + 63) / 64, 0);
+    for (size_t t = 0; t < mask.size(); ++t) {
+        if (mask[t]) e.bits[t >> 6] |= uint64_t(1) << (t & 63);
+    }
+    const size_t cost = e.bits.size() * sizeof(uint64_t) + key.size();
     std::lock_guard<std::mutex> lock(mu_);
-    if (capacity_ == 0 || masks_.count(key)) return;
-    while (masks_.size() >= capacity_) {
-        masks_.erase(order_.front());
+    if (capacity_ == 0 || cost > max_bytes_ || masks_.count(key)) return;
+    while (!order_.empty() && (masks_.size() >= capacity_ || bytes_ + cost > max_bytes_)) {
+        auto old = masks_.find(order_.front());
+        bytes_ -= old->second.bits.size() * sizeof(uint64_t) + old->first.size();
+        masks_.erase(old);
         order_.pop_front();
     }
-    masks_.emplace(key, mask);
+    masks_.emplace(key, std::move(e));
     order_.push_back(key);
+    bytes_ += cost;
 }
 
 size_t MaskCache::size() const {
     std::lock_guard<std::mutex> lock(mu_);
     return masks_.size();
+}
+
+size_t MaskCache::bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bytes_;
 }
 
 uint64_t MaskCache::hits() const {

@@ -66,10 +66,13 @@ class RegexConverter {
     std::string alternation(int depth) {
         if (depth > 64) fail("groups nested more than 64 levels");
         std::vector<std::string> alts{concat(depth)};
+        bool nullable = nullable_;
         while (at('|')) {
             ++i_;
             alts.push_back(concat(depth));
+            nullable = nullable || nullable_;
         }
+        nullable_ = nullable;
         if (alts.size() == 1) return alts[0];
         std::string out = "(";
         for (size_t k = 0; k < alts.size(); ++k) out += (k ? " | " : " ") + alts[k];
@@ -77,14 +80,17 @@ class RegexConverter {
     }
     std::string concat(int depth) {
         std::string out;
+        bool nullable = true;
         while (i_ < p_.size() && !at('|') && !at(')')) {
             if (at('$') && i_ + 1 == p_.size()) {
                 ++i_;
                 break;
             }
             std::string a = repeat(atom(depth));
+            nullable = nullable && nullable_;
             out += out.empty() ? a : " " + a;
         }
+        nullable_ = nullable;
         return out.empty() ? "\"\"" : out;
     }
     int number() {
@@ -100,8 +106,12 @@ class RegexConverter {
     std::string repeat(std::string a) {
         for (;;) {
             std::string q;
+            bool unbounded = false;
+            int lo_count = 1;
             if (at('*') || at('+') || at('?')) {
                 q = std::string(1, char(p_[i_++]));
+                unbounded = q != "?";
+                lo_count = q == "+" ? 1 : 0;
             } else if (at('{')) {
                 ++i_;
                 const int lo = number();
@@ -117,11 +127,19 @@ class RegexConverter {
                 if (lo > kMaxRepeat || hi > kMaxRepeat)
                     fail(fmt::format("repetition counts above {} are not supported", kMaxRepeat));
                 q = hi < 0 ? fmt::format("{{{},}}", lo) : fmt::format("{{{},{}}}", lo, hi);
+                unbounded = hi < 0;
+                lo_count = lo;
             } else {
                 return a;
             }
             if (at('?')) ++i_;  // lazy: the same strings
             if (at('+')) fail("possessive quantifiers are not supported");
+            if (unbounded && nullable_) {
+                fail(
+                    "an unbounded repetition of something that can match the empty string "
+                    "((a*)*, (a|b?)+) is not supported; make the repeated part non-empty");
+            }
+            nullable_ = nullable_ || lo_count == 0;
             a = "( " + a + " )" + q;
         }
     }
@@ -227,6 +245,7 @@ class RegexConverter {
         return "( " + e + " )";
     }
     std::string atom(int depth) {
+        nullable_ = false;  // a character; a group sets it from its alternation
         const uint32_t c = p_[i_++];
         switch (c) {
             case '(': return group(depth);
@@ -253,6 +272,7 @@ class RegexConverter {
 
     std::vector<uint32_t> p_;
     size_t i_ = 0;
+    bool nullable_ = false;  // whether what was just converted can match the empty string
 };
 
 }  // namespace

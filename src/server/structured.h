@@ -69,7 +69,7 @@ std::variant<OutputShape, RequestError> read_output_shape(const nlohmann::ordere
 // the mask cache its requests share. Thread-safe.
 class ConstraintCache {
   public:
-    explicit ConstraintCache(size_t capacity = 64) : capacity_(capacity) {}
+    explicit ConstraintCache(size_t capacity = 16) : capacity_(capacity) {}
     // Parses (or finds) the grammar; a grammar that accepts nothing is an error.
     Result<std::shared_ptr<const engine::Constraint>> get(const OutputShape& shape);
     size_t size() const;
