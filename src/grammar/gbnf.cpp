@@ -49,6 +49,27 @@ struct ParseError {
     std::string message;
 };
 
+// Rules that can match the empty string (a fixpoint).
+std::vector<bool> nullable_rules(const Grammar& g) {
+    std::vector<bool> nullable(g.rules.size(), false);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t r = 0; r < g.rules.size(); ++r) {
+            if (nullable[r]) continue;
+            for (const auto& alt : g.rules[r].alts) {
+                bool all = true;
+                for (const auto& e : alt)
+                    all = all && e.kind == Element::kRule && nullable[size_t(e.rule)];
+                if (all) {
+                    nullable[r] = changed = true;
+                    break;
+                }
+            }
+        }
+    }
+    return nullable;
+}
+
 class GbnfParser {
   public:
     explicit GbnfParser(std::string_view s) : s_(s) {}
@@ -108,6 +129,7 @@ class GbnfParser {
     size_t p_ = 0;
     Grammar g_;
     std::map<std::string, int> index_;
+    std::vector<std::pair<int, int>> repeated_;  // (rule, line) repeated more than once
     std::vector<bool> defined_;
 };
 
@@ -257,6 +279,11 @@ void GbnfParser::repeat(Alternative& out, size_t first, Element e) {
         if (hi < lo) fail("{m,n} needs m <= n");
         if (lo > 1000 || (hi != SIZE_MAX && hi > 1000)) fail("repetition counts above 1000");
     }
+    if (e.kind == Element::kRule && hi > 1) {
+        int line = 1;
+        for (size_t i = 0; i < p_ && i < s_.size(); ++i) line += s_[i] == '\n';
+        repeated_.emplace_back(e.rule, line);
+    }
     for (size_t i = 0; i < lo; ++i) out.push_back(e);
     if (hi == SIZE_MAX) {  // R ::= e R | ""
         const int r = helper_rule({});
@@ -295,28 +322,25 @@ Grammar GbnfParser::parse(std::string_view root) {
     auto it = index_.find(std::string(root));
     if (it == index_.end()) fail(fmt::format("no '{}' rule", root));
     g_.root = it->second;
+    // A repetition of something that can be empty is ambiguous in as many ways as it has
+    // copies ((x*){0,50}): the parse state would grow with every copy. Refused.
+    const std::vector<bool> nullable = nullable_rules(g_);
+    for (const auto& [rule, line] : repeated_) {
+        if (nullable[size_t(rule)]) {
+            throw ParseError{
+                fmt::format("grammar line {}: a repetition of something that can "
+                            "match the empty string (not supported; make the "
+                            "repeated part non-empty)",
+                            line)};
+        }
+    }
     return std::move(g_);
 }
 
 // Rules that can match nothing, then left recursion (a rule reaching itself before any
 // character, through such rules): refused, as it would never stop expanding.
 std::optional<std::string> left_recursion(const Grammar& g) {
-    std::vector<bool> nullable(g.rules.size(), false);
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t r = 0; r < g.rules.size(); ++r) {
-            if (nullable[r]) continue;
-            for (const auto& alt : g.rules[r].alts) {
-                bool all = true;
-                for (const auto& e : alt)
-                    all = all && e.kind == Element::kRule && nullable[size_t(e.rule)];
-                if (all) {
-                    nullable[r] = changed = true;
-                    break;
-                }
-            }
-        }
-    }
+    const std::vector<bool> nullable = nullable_rules(g);
     std::vector<int> color(g.rules.size(), 0);  // 0 new, 1 on the path, 2 done
     std::function<int(int)> visit = [&](int r) -> int {
         color[size_t(r)] = 1;

@@ -78,7 +78,9 @@ TEST(Grammar, ErrorsSayWhatIsWrong) {
               std::string::npos);
     EXPECT_NE(error_of("root ::= x \"a\"\nx ::= \"\" | root").find("left-recursive"),
               std::string::npos);
-    EXPECT_NE(error_of("root ::= (\"a\"?)*").find("can be empty"), std::string::npos);
+    EXPECT_NE(error_of("root ::= (\"a\"?)*").find("can match the empty string"), std::string::npos);
+    EXPECT_NE(error_of("root ::= x{0,50}\nx ::= [a]*").find("line 1: a repetition of something"),
+              std::string::npos);
     EXPECT_NE(error_of("root ::= [z-a]").find("runs backwards"), std::string::npos);
     EXPECT_NE(error_of("root ::= \"a\"{3,2}").find("m <= n"), std::string::npos);
     EXPECT_NE(error_of("root ::= \"a\"\nroot ::= \"b\"").find("defined twice"), std::string::npos);

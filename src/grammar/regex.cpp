@@ -127,7 +127,7 @@ class RegexConverter {
                 if (lo > kMaxRepeat || hi > kMaxRepeat)
                     fail(fmt::format("repetition counts above {} are not supported", kMaxRepeat));
                 q = hi < 0 ? fmt::format("{{{},}}", lo) : fmt::format("{{{},{}}}", lo, hi);
-                unbounded = hi < 0;
+                unbounded = hi < 0 || hi > 1;  // more than one copy
                 lo_count = lo;
             } else {
                 return a;
