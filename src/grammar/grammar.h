@@ -9,6 +9,7 @@
 // Left recursion (also through rules that can match nothing) is refused when the grammar
 // is compiled, so advancing always terminates.
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -126,7 +127,11 @@ class Matcher {
         std::string partial;  // bytes of a character not yet complete
     };
     bool advance_byte(State& st, uint8_t b) const;
-    void walk(const TokenTrie& trie, int32_t node, const State& st,
+    static std::string state_key(const std::vector<Stack>& stacks, bool accepting,
+                                 const std::string& partial);
+    static constexpr int32_t kUnknownMove = -2, kNoMove = -1;
+    struct WalkStates;  // matcher.cpp
+    void walk(const TokenTrie& trie, int32_t node, int32_t state, WalkStates& ws,
               std::vector<uint8_t>& mask) const;
 
     std::shared_ptr<const Grammar> g_;

@@ -158,23 +158,48 @@ bool Matcher::accept(std::string_view bytes) {
     return true;
 }
 
-void Matcher::walk(const TokenTrie& trie, int32_t node, const State& st,
+// The states one mask walk meets, interned, with the moves between them found as the walk
+// needs them: each (state, byte) is advanced once per walk, however many trie nodes share
+// it (inside a JSON string nearly every byte leads back to the same state, and a
+// multi-byte character back to the state before it).
+struct Matcher::WalkStates {
+    std::vector<State> states;
+    std::vector<std::array<int32_t, 256>> moves;  // kUnknownMove, kNoMove or a state index
+    std::unordered_map<std::string, int32_t> index;
+    int32_t intern(State st) {
+        std::string key = state_key(st.stacks, st.accepting, st.partial);
+        auto [it, fresh] = index.emplace(std::move(key), int32_t(states.size()));
+        if (fresh) {
+            states.push_back(std::move(st));
+            moves.emplace_back().fill(kUnknownMove);
+        }
+        return it->second;
+    }
+};
+
+void Matcher::walk(const TokenTrie& trie, int32_t node, int32_t state, WalkStates& ws,
                    std::vector<uint8_t>& mask) const {
     for (const auto& [byte, child] : trie.nodes()[size_t(node)].next) {
-        State s2 = st;
-        if (!advance_byte(s2, byte)) continue;
+        int32_t next = ws.moves[size_t(state)][byte];
+        if (next == kUnknownMove) {
+            State s2 = ws.states[size_t(state)];
+            next = advance_byte(s2, byte) ? ws.intern(std::move(s2)) : kNoMove;
+            ws.moves[size_t(state)][byte] = next;
+        }
+        if (next == kNoMove) continue;
         for (int32_t t : trie.nodes()[size_t(child)].tokens) mask[size_t(t)] = 1;
-        walk(trie, child, s2, mask);
+        if (!trie.nodes()[size_t(child)].next.empty()) walk(trie, child, next, ws, mask);
     }
 }
 
-std::string Matcher::position_key() const {
+std::string Matcher::state_key(const std::vector<Stack>& stacks, bool accepting,
+                               const std::string& partial) {
     std::string key;
-    key.reserve(stacks_.size() * 32 + partial_.size() + 2);
-    key += accepting_ ? 'A' : 'a';
-    key += partial_;
+    key.reserve(stacks.size() * 32 + partial.size() + 2);
+    key += accepting ? 'A' : 'a';
+    key += partial;
     key += '|';
-    for (const Stack& s : stacks_) {
+    for (const Stack& s : stacks) {
         for (const Frame& f : s) {
             key.append(reinterpret_cast<const char*>(&f.first), sizeof f.first);
             key.append(reinterpret_cast<const char*>(&f.second), sizeof f.second);
@@ -184,6 +209,8 @@ std::string Matcher::position_key() const {
     return key;
 }
 
+std::string Matcher::position_key() const { return state_key(stacks_, accepting_, partial_); }
+
 void Matcher::fill_mask(const TokenTrie& trie, std::vector<uint8_t>& mask, MaskCache* cache) const {
     std::string key;
     if (cache != nullptr) {
@@ -191,7 +218,8 @@ void Matcher::fill_mask(const TokenTrie& trie, std::vector<uint8_t>& mask, MaskC
         if (cache->find(key, mask)) return;
     }
     mask.assign(trie.vocab_size(), 0);
-    walk(trie, 0, State{stacks_, accepting_, partial_}, mask);
+    WalkStates ws;
+    walk(trie, 0, ws.intern(State{stacks_, accepting_, partial_}), ws, mask);
     if (cache != nullptr) cache->put(key, mask);
 }
 
