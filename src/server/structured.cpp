@@ -3,7 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <regex>
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "grammar/grammar.h"
@@ -137,7 +138,11 @@ void read_structured_outputs(const ojson& so, OutputShape& out) {
 // The tools' names and parameter schemas, checked.
 std::vector<std::pair<std::string, ojson>> read_tools(const ojson& tools) {
     if (!tools.is_array()) throw ShapeError{"'tools' must be a list", "tools"};
-    static const std::regex name_re("[a-zA-Z0-9_-]{1,64}");
+    auto good_name = [](const std::string& n) {
+        return !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+        });
+    };
     std::vector<std::pair<std::string, ojson>> out;
     std::set<std::string> seen;
     for (size_t i = 0; i < tools.size(); ++i) {
@@ -150,7 +155,7 @@ std::vector<std::pair<std::string, ojson>> read_tools(const ojson& tools) {
         }
         const ojson& fn = t["function"];
         if (!fn.contains("name") || !fn["name"].is_string() ||
-            !std::regex_match(fn["name"].get<std::string>(), name_re)) {
+            !good_name(fn["name"].get<std::string>())) {
             throw ShapeError{where + ".function needs a 'name' of 1-64 letters, digits, '_' or '-'",
                              "tools"};
         }
