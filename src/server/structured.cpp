@@ -118,7 +118,9 @@ void read_structured_outputs(const ojson& so, OutputShape& out) {
             "regex, choice, grammar, json_object",
             f};
     }
-    const auto& [k, v] = *so.items().begin();
+    const auto first = so.begin();  // not items(): its proxy would not outlive the statement
+    const std::string k = first.key();
+    const ojson& v = first.value();
     const std::string field = f + "." + k;
     if (k == "json") return read_json(v, field, out);
     if (k == "regex") return read_regex(v, field, out);
