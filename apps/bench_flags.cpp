@@ -158,6 +158,11 @@ Result<Scenario> build_scenario(const BenchFlags& f) {
     if (!f.cooldown.empty()) {
         PAGODA_ASSIGN_OR_RETURN(s.cooldown_s, parse_duration(f.cooldown));
     }
+    if (!f.timeout.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(s.timeout_s, parse_duration(f.timeout));
+        if (!(s.timeout_s > 0))
+            return make_error(ErrorCode::kInvalidArgument, "--timeout must be > 0");
+    }
     if (f.seed >= 0) s.seed = uint64_t(f.seed);
     if (!f.endpoint.empty()) s.endpoint = f.endpoint;
     if (!f.model.empty()) s.model = f.model;
@@ -248,6 +253,9 @@ void add_load_flags(CLI::App* c, BenchFlags& f) {
                   "Leave requests sent in this first stretch out of the statistics");
     c->add_option("--cooldown", f.cooldown,
                   "Leave requests scheduled in this last stretch out of the statistics");
+    c->add_option("--timeout", f.timeout,
+                  "Longest silence one request may meet, queueing included (default 600s, as "
+                  "the scenario's timeout)");
     c->add_option("--scale", f.scale,
                   "Multiply rates and lengths by this factor (e.g. 0.05 for a small machine)")
         ->check(CLI::Range(1e-6, 1e6));

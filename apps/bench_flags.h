@@ -28,7 +28,7 @@ struct BenchFlags {
     int concurrency = 0;
     std::string process = "poisson";
     double burstiness = 1;
-    std::string duration, warmup, cooldown;
+    std::string duration, warmup, cooldown, timeout;
     int64_t requests = 0;
     int64_t input_len = 0, output_len = 0;
     double scale = 1;

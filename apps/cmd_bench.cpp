@@ -75,7 +75,7 @@ Result<std::unique_ptr<Prepared>> prepare(const BenchFlags& f, Scenario s) {
     std::vector<std::string> urls =
         f.compare_endpoints.empty() ? std::vector<std::string>{f.url} : f.compare_endpoints;
     for (const auto& u : urls) {
-        PAGODA_ASSIGN_OR_RETURN(Target t, connect_target(u, f.api_key, p->s.model));
+        PAGODA_ASSIGN_OR_RETURN(Target t, connect_target(u, f.api_key, p->s.model, p->s.timeout_s));
         p->targets.push_back(std::move(t));
     }
     TokenCounter counter;

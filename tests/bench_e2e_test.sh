@@ -179,6 +179,17 @@ import json,sys; j=json.load(open(sys.argv[1]))
 print(j["errors"].get("http_4xx", 0) > 0, j["error_rate"] > 0.3, j["aborted"] is not None and "stop bound" in j["aborted"], j["requests"]["sent"] < 200)' "$TMP/overload.json")" "True True True True"
 expect_in "overload: terminal says why it stopped" "ABORTED: error rate" "$TMP/overload.out"
 
+# 10b. --timeout bounds the silence a request meets, queueing included: on a slow simulated
+#      card serving one sequence at a time, the second of two requests waits ~0.8 s.
+start_server "$TMP/s5.log" --backend sim --sim-speed 0.05 --max-num-seqs 1 --warmup off || exit 1
+"$BIN" bench --url "$(URL "")" --concurrency 2 --requests 2 --input-len 8 --output-len 4 --timeout 0.5s \
+    --no-record --no-progress --json "$TMP/to.json" >"$TMP/to.out" 2>&1
+expect_eq "--timeout 0.5s: the queued request counts as a timeout" \
+    "$(jq_ 'd["requests"]["completed"], d["errors"]' <"$TMP/to.json")" "(1, {'timeout': 1})"
+"$BIN" bench --url "$(URL "")" --concurrency 2 --requests 2 --input-len 8 --output-len 4 \
+    --no-record --no-progress --json "$TMP/to2.json" >"$TMP/to2.out" 2>&1
+expect_eq "default timeout: both served" "$(jq_ 'd["requests"]["completed"], d["errors"]' <"$TMP/to2.json")" "(2, {})"
+
 # 11. API keys, the model's own tokenizer (--tokenizer) and a dataset class.
 start_server "$TMP/s4.log" --api-key sekrit || exit 1
 URL4=http://127.0.0.1:$PORT

@@ -55,12 +55,12 @@ TokenCounter tokenize_counter(http::Client* c, TokenizeShape shape) {
 }  // namespace
 
 Result<Target> connect_target(const std::string& url, const std::string& api_key,
-                              const std::string& model) {
+                              const std::string& model, double timeout_s) {
     Target t;
     t.url = url;
     http::ClientOptions co;
     co.connect_timeout_s = 5;
-    co.read_timeout_s = 30;
+    co.read_timeout_s = timeout_s;
     if (!api_key.empty()) co.headers.emplace_back("Authorization", "Bearer " + api_key);
     PAGODA_ASSIGN_OR_RETURN(t.client, http::Client::create(url, co));
     auto r = get(*t.client, "/v1/models");

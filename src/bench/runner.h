@@ -25,9 +25,10 @@ struct Target {
 };
 
 // Connects and asks /v1/models (the model, unless one is given). Errors say the server is
-// unreachable or not OpenAI-compatible.
+// unreachable or not OpenAI-compatible. timeout_s is the longest silence one request may
+// meet (a request queued on an overloaded server waits this long for its first byte).
 Result<Target> connect_target(const std::string& url, const std::string& api_key,
-                              const std::string& model);
+                              const std::string& model, double timeout_s);
 
 // A token counter backed by the server's /tokenize (vLLM and Pagoda shape, or llama.cpp's);
 // nullopt-like empty function when the server has none.
