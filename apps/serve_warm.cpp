@@ -96,6 +96,13 @@ void add_warm_flags(CLI::App* c, WarmFlags& f) {
                   "CPUs awake so the next request pays no wake-up; off costs nothing idle")
         ->capture_default_str()
         ->group(g);
+    c->add_option("--warm-pass-ms", f.pass_ms,
+                  "Interval of warm passes while the pool spins, per level off,low,medium,high "
+                  "(ms; 0: none). A warm pass is a small forward pass of the engine's own, "
+                  "abandoned at the next layer when a request comes; it keeps the weights warm "
+                  "in the host's caches, which spinning alone does not")
+        ->capture_default_str()
+        ->group(g);
     add_forecast_flags(c, f);
 }
 
@@ -103,6 +110,7 @@ Status apply_warm_flags(const WarmFlags& f, control::ControlOptions& o) {
     o.warm_dynamic = f.dynamic;
     PAGODA_ASSIGN_OR_RETURN(o.warm.thresholds, control::parse_thresholds(f.thresholds));
     PAGODA_ASSIGN_OR_RETURN(o.warm.spin_ms, control::parse_spins(f.spin_ms));
+    PAGODA_ASSIGN_OR_RETURN(o.warm.pass_ms, control::parse_passes(f.pass_ms));
     o.warm.seconds_per_request = f.seconds_per_request;
     auto w = control::parse_duration_ms(f.max_window);
     if (!w.ok()) return Error{w.error().code, "--warm-max-window: " + w.error().message};

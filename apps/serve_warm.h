@@ -21,6 +21,7 @@ struct WarmFlags {
     double seconds_per_request = 0.5;
     std::string max_window = "300s";
     std::string spin_ms = "0,100,1000,-1";
+    std::string pass_ms = "0,0,0,100";
     // The predictive tier.
     bool forecast = true;
     double clock_scale = 1;

@@ -5,6 +5,8 @@
 # one keep-alive connection), and the CPU the level spent spinning
 # (pagoda_warmup_cpu_seconds_total) per idle hour.
 #   scripts/perf-idle.sh [MODEL] [IDLE_SECONDS...]    default: the bundled model, 0.5 5
+# LEVELS="off low high" (default) picks the levels; SERVE_FLAGS adds `pagoda serve` flags
+# (e.g. SERVE_FLAGS="--warm-pass-ms 0,0,0,0" for the spin without warm passes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/apps/pagoda
@@ -15,7 +17,7 @@ GAPS=("${@:-0.5 5}")
 GAPS=(${GAPS[*]})
 LOG=$(mktemp)
 "$BIN" serve -m "$MODEL" --port 0 --state-dir "$(mktemp -d)" --block-size-policy static \
-    --no-dynamic-warmup 2>"$LOG" &
+    --no-dynamic-warmup ${SERVE_FLAGS:-} 2>"$LOG" &
 PID=$!
 trap 'kill $PID 2>/dev/null; rm -f "$LOG"' EXIT
 for _ in $(seq 600); do
@@ -23,8 +25,8 @@ for _ in $(seq 600); do
     [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && break
     sleep 0.2
 done
-python3 - "$PORT" "${GAPS[@]}" <<'PY'
-import http.client, json, statistics, sys, time, urllib.request
+LEVELS=${LEVELS:-off low high} python3 - "$PORT" "${GAPS[@]}" <<'PY'
+import http.client, json, os, statistics, sys, time, urllib.request
 port, gaps = int(sys.argv[1]), [float(g) for g in sys.argv[2:]]
 base = f"http://127.0.0.1:{port}"
 c = http.client.HTTPConnection("127.0.0.1", port)
@@ -45,7 +47,7 @@ def level(l):
     urllib.request.urlopen(req).read()
 for _ in range(5): one()
 print(f"{'level':6} {'back-to-back':>13} " + " ".join(f"{'after ' + str(g) + ' s':>12}" for g in gaps) + f" {'spin CPU-s per idle hour':>25}")
-for l in ["off", "low", "high"]:
+for l in os.environ["LEVELS"].split():
     level(l)
     b2b = statistics.median(one() for _ in range(30))
     cols, idle, cpu0 = [], 0.0, spin_cpu()

@@ -2,7 +2,8 @@
 # End-to-end tests of the warmup tiers (issue 15, first part): --warmup off|minimal|full,
 # bad warm flags refused at start, GET/POST /admin/warmup, the dynamic tier raising the warm
 # level under a queue within one control tick and decaying after its window, the warm
-# metrics, and the level's idle spin (pagoda_warmup_cpu_seconds_total grows only while warm).
+# metrics, the level's idle spin (pagoda_warmup_cpu_seconds_total grows only while warm) and
+# warm passes at high.
 # Usage: warmup_test.sh PAGODA_BIN SOURCE_DIR
 set -uo pipefail
 BIN=$1
@@ -46,6 +47,17 @@ expect_eq "the manual level ends after its duration" "$(req GET /admin/warmup >/
 spin2=$(metric pagoda_warmup_cpu_seconds_total)
 sleep 1
 expect_eq "off costs no CPU idle" "$(metric pagoda_warmup_cpu_seconds_total)" "$spin2"
+# Warm passes: none below high; at high the idle engine runs its own small forward passes
+# (one per 100 ms of spin), and a request during them is served as usual.
+passes() { curl -s "$(URL /metrics)" | grep "^pagoda_warm_passes_total{.*outcome=\"$1\"" | awk '{print $2}'; }
+expect_eq "no warm passes below high" "$(passes completed)" "0"
+req POST /admin/warmup '{"level": "high", "duration": "20s"}' >/dev/null
+complete() { curl -s "$(URL /v1/completions)" -d '{"prompt":"Once upon a time","max_tokens":8,"temperature":0}' | jq_ 'd["choices"][0]["text"]'; }
+golden=$(complete)  # the spin (and its passes) starts when the engine next runs out of work
+for _ in $(seq 150); do python3 -c "import sys; sys.exit(float('$(passes completed)') < 3)" && break; sleep 0.2; done
+expect_eq "high runs warm passes while idle" "$(python3 -c "print(float('$(passes completed)') >= 3)")" "True"
+expect_eq "a request among the passes gets the same greedy text" "$(complete)" "$golden"
+expect_eq "back to off" "$(req POST /admin/warmup '{"level": "off"}')" "200"
 # The burst preset (50 -> 300 -> 50 requests/s, scaled by 0.3 and stretched to 12 s) against
 # two sequences at a time: the queue passes 5 within the second phase.
 "$BIN" bench --url "$(URL "")" --preset burst --scale 0.3 --duration 12s --no-progress \

@@ -42,6 +42,7 @@ void ControlPlane::warm_tick(int64_t now_ms) {
     }
     const bool act = automation_ == Automation::kOn;
     engine_.set_idle_spin(act ? warm_.spin_budget(now_ms) : std::chrono::microseconds(0));
+    engine_.set_warm_pass_interval(act ? warm_.pass_interval() : std::chrono::milliseconds(0));
     // The spin since the last tick belongs to the tier that set the level.
     const double spun = engine_.idle_spin_seconds();
     if (spun > spin_seen_s_) {
@@ -72,6 +73,8 @@ json ControlPlane::warmup_report() const {
     j["tier"] = warm_.level() == WarmLevel::kOff ? "" : warm_tier_;
     j["predictive"] = forecast_ != nullptr;
     j["idle_spin_seconds_total"] = engine_.idle_spin_seconds();
+    j["warm_passes_total"] = engine_.warm_passes();
+    j["warm_passes_interrupted_total"] = engine_.warm_passes_interrupted();
     j["seconds_by_tier"] = warm_seconds_;
     return j;
 }
@@ -90,7 +93,10 @@ Status ControlPlane::set_warm_level(WarmLevel level, int64_t duration_ms, int64_
     const WarmChange c = warm_.set_manual(level, duration_ms, now_ms);
     warm_tier_ = level != WarmLevel::kOff ? "manual" : "dynamic";
     note_warm(c, now_ms);
-    if (automation_ == Automation::kOn) engine_.set_idle_spin(warm_.spin_budget(now_ms));
+    if (automation_ == Automation::kOn) {
+        engine_.set_idle_spin(warm_.spin_budget(now_ms));
+        engine_.set_warm_pass_interval(warm_.pass_interval());
+    }
     return ok_status();
 }
 

@@ -62,6 +62,7 @@ std::vector<MetricInfo> build() {
         {"grammar_mask_seconds", H},
         {"constrained_requests_total", C},
         {"warmup_cpu_seconds_total", C},
+        {"warm_passes_total", C},
         {"warm_level", G},
         {"warmup_seconds_total", C},
         {"requests_total", C},

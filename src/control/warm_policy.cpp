@@ -78,6 +78,19 @@ Status WarmPolicyOptions::validate() const {
                               s);
         }
     }
+    for (int64_t p : pass_ms) {
+        if (p != 0 && (p < 10 || p > 60'000)) {
+            return make_error(ErrorCode::kInvalidArgument,
+                              "a warm level's pass interval must be 0 (no passes) or 10..60000 "
+                              "ms (got {})",
+                              p);
+        }
+    }
+    if (pass_ms[0] != 0) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "level off must not run warm passes (its interval is {} ms; use 0)",
+                          pass_ms[0]);
+    }
     if (spin_ms[0] != 0) {
         return make_error(ErrorCode::kInvalidArgument,
                           "level off must not spin (its spin is {} ms; use 0)", spin_ms[0]);
@@ -92,6 +105,11 @@ Result<std::array<int64_t, 3>> parse_thresholds(const std::string& s) {
 
 Result<std::array<int64_t, 4>> parse_spins(const std::string& s) {
     PAGODA_ASSIGN_OR_RETURN(auto v, parse_list(s, 4, "--warm-spin-ms"));
+    return std::array<int64_t, 4>{v[0], v[1], v[2], v[3]};
+}
+
+Result<std::array<int64_t, 4>> parse_passes(const std::string& s) {
+    PAGODA_ASSIGN_OR_RETURN(auto v, parse_list(s, 4, "--warm-pass-ms"));
     return std::array<int64_t, 4>{v[0], v[1], v[2], v[3]};
 }
 
@@ -159,6 +177,11 @@ std::chrono::microseconds WarmPolicy::spin_budget(int64_t now_ms) const {
     return std::chrono::microseconds(ms * 1000);
 }
 
+std::chrono::milliseconds WarmPolicy::pass_interval() const {
+    if (level_ == WarmLevel::kOff || suspended_) return std::chrono::milliseconds(0);
+    return std::chrono::milliseconds(o_.pass_ms[size_t(int(level_))]);
+}
+
 nlohmann::json WarmPolicy::to_json(int64_t now_ms) const {
     return {{"level", warm_level_name(level_)},
             {"until_ms", until_ms_},
@@ -168,7 +191,9 @@ nlohmann::json WarmPolicy::to_json(int64_t now_ms) const {
             {"thresholds", o_.thresholds},
             {"seconds_per_request", o_.seconds_per_request},
             {"max_window_s", o_.max_window_s},
-            {"spin_ms", o_.spin_ms}};
+            {"spin_ms", o_.spin_ms},
+            {"pass_interval_ms", pass_interval().count()},
+            {"pass_ms", o_.pass_ms}};
 }
 
 }  // namespace pagoda::control

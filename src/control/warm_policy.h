@@ -32,12 +32,16 @@ struct WarmPolicyOptions {
     // Idle spin per level (off, low, medium, high) in milliseconds; -1: for the rest of
     // the level's window.
     std::array<int64_t, 4> spin_ms = {0, 100, 1000, -1};
+    // Interval of warm passes during the spin per level (off, low, medium, high) in
+    // milliseconds; 0: none (Engine::set_warm_pass_interval).
+    std::array<int64_t, 4> pass_ms = {0, 0, 0, 100};
     Status validate() const;
 };
 
 // Parses "5,10,20" (three increasing counts) and "0,100,1000,-1" (four spins).
 Result<std::array<int64_t, 3>> parse_thresholds(const std::string& s);
 Result<std::array<int64_t, 4>> parse_spins(const std::string& s);
+Result<std::array<int64_t, 4>> parse_passes(const std::string& s);  // "0,0,0,100"
 
 struct WarmChange {
     WarmLevel from = WarmLevel::kOff, to = WarmLevel::kOff;
@@ -63,6 +67,8 @@ class WarmPolicy {
     bool suspended() const { return suspended_; }
     // The engine's idle spin for the current level at `now_ms`.
     std::chrono::microseconds spin_budget(int64_t now_ms) const;
+    // The engine's warm-pass interval for the current level (0: none).
+    std::chrono::milliseconds pass_interval() const;
     // The window a queue of `waiting` requests earns, in ms.
     int64_t window_ms(int64_t waiting) const;
     WarmLevel level_for(int64_t waiting) const;

@@ -1,5 +1,5 @@
 // The dynamic warmup tier: levels and windows from synthetic queue series, the window's
-// bound, suspension, manual levels, spin budgets, and option errors.
+// bound, suspension, manual levels, spin budgets and warm-pass intervals, and option errors.
 #include "control/warm_policy.h"
 
 #include <gtest/gtest.h>
@@ -49,8 +49,12 @@ TEST(WarmPolicy, SpinBudgetsPerLevel) {
     EXPECT_EQ(p.spin_budget(0).count(), 100'000);
     p.observe(11, 0);
     EXPECT_EQ(p.spin_budget(0).count(), 1'000'000);
+    EXPECT_EQ(p.pass_interval().count(), 0) << "no warm passes below high";
     p.observe(21, 0);  // high: for the rest of its window (10.5 s)
     EXPECT_EQ(p.spin_budget(500).count(), 10'000'000);
+    EXPECT_EQ(p.pass_interval().count(), 100) << "high: a warm pass every 100 ms of spin";
+    p.suspend(true, "shedding", 600);
+    EXPECT_EQ(p.pass_interval().count(), 0) << "none while suspended";
 }
 
 TEST(WarmPolicy, SuspensionAndManualLevels) {
@@ -87,11 +91,19 @@ TEST(WarmPolicy, BadOptionsSayWhatIsAllowed) {
     o = {};
     o.spin_ms = {5, 100, 1000, -1};
     EXPECT_NE(o.validate().error().message.find("level off must not spin"), std::string::npos);
+    o = {};
+    o.pass_ms = {0, 0, 5, 100};
+    EXPECT_NE(o.validate().error().message.find("0 (no passes) or 10..60000"), std::string::npos);
+    o.pass_ms = {50, 0, 0, 100};
+    EXPECT_NE(o.validate().error().message.find("level off must not run warm passes"),
+              std::string::npos);
     EXPECT_TRUE(WarmPolicyOptions{}.validate().ok());
     EXPECT_FALSE(parse_thresholds("5,10").ok());
     EXPECT_FALSE(parse_thresholds("5,x,20").ok());
     EXPECT_EQ(parse_thresholds("1,2,3").value()[2], 3);
     EXPECT_EQ(parse_spins("0,1,2,-1").value()[3], -1);
+    EXPECT_EQ(parse_passes("0,0,50,100").value()[2], 50);
+    EXPECT_FALSE(parse_passes("0,0,100").ok());
     EXPECT_FALSE(parse_warm_level("warm").ok());
 }
 

@@ -250,30 +250,6 @@ void Engine::loop() {
     reqs_.clear();
 }
 
-void Engine::spin_while_idle() {
-    if (idle_spin_us_.load() <= 0 || model_->simulated()) return;
-    const uint64_t seen = intake_->signals.load(std::memory_order_acquire);
-    {
-        std::lock_guard<std::mutex> lock(intake_->mu);  // work that came before `seen`
-        if (intake_->stop || !intake_->pending.empty() || !intake_->cancels.empty() ||
-            intake_->knobs || intake_->relayout) {
-            return;
-        }
-    }
-    const auto start = Clock::now();
-    double cpu = 0;
-    const double s = kernels::cpu::spin_pool(
-        [&] {
-            const auto now = Clock::now();
-            heartbeat_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
-            return intake_->signals.load(std::memory_order_acquire) != seen ||
-                   now - start >= std::chrono::microseconds(idle_spin_us_.load());
-        },
-        &cpu);
-    spin_s_.store(spin_s_.load() + s);
-    spin_cpu_s_.store(spin_cpu_s_.load() + cpu);
-}
-
 void Engine::publish(const scheduler::BatchPlan& plan, const StepTimings& t) {
     totals_.steps = step_no_;
     if (!plan.empty()) totals_.last_step = t;

@@ -119,8 +119,19 @@ class Engine {
     std::chrono::microseconds idle_spin() const {
         return std::chrono::microseconds(idle_spin_us_.load());
     }
-    double idle_spin_seconds() const { return spin_s_.load(); }  // wall time spun, since start
-    double idle_spin_cpu_seconds() const { return spin_cpu_s_.load(); }  // CPU it took
+    // Warm passes during the idle spin: every `interval` of spin the engine runs a small
+    // forward pass of its own (a few tokens in a block borrowed from the KV pool), so what
+    // a pass touches (weights in the host's caches and page tables, kernel code and
+    // scratch) is still warm when a request comes; 0 (the default): none. A pass is
+    // abandoned at the next layer when work arrives. Thread-safe.
+    void set_warm_pass_interval(std::chrono::milliseconds interval) {
+        warm_pass_ms_.store(interval.count());
+    }
+    // Wall and CPU seconds of the idle spin, warm passes included, since start.
+    double idle_spin_seconds() const { return spin_s_.load(); }
+    double idle_spin_cpu_seconds() const { return spin_cpu_s_.load(); }
+    int64_t warm_passes() const { return warm_passes_.load(); }  // completed, since start
+    int64_t warm_passes_interrupted() const { return warm_passes_interrupted_.load(); }
     // `--warmup full`: faults in the whole KV pool before ready (no page faults on first
     // use). Call before serving: it reads the pool pointer outside the engine thread, which
     // only a KV re-layout changes. False where the kernel cannot (Linux < 5.14).
@@ -159,7 +170,9 @@ class Engine {
     struct StepOutput;  // engine_step.cpp: a step's plan, timings and sampled tokens
     Engine() = default;
     void loop();
-    void spin_while_idle();  // the idle spin of set_idle_spin(); engine thread
+    void spin_while_idle();  // the idle spin of set_idle_spin(); engine thread (engine_warm.cpp)
+    // One warm pass; false when it could not run or was interrupted. Adds its CPU to *cpu_s.
+    bool warm_pass(uint64_t seen_signals, double* cpu_s);
     // One step, in the order it runs (engine_step.cpp). Events produced anywhere in a step
     // go to outbox_ and reach their streams only after the step's snapshot is published.
     void step();
@@ -232,6 +245,9 @@ class Engine {
     std::atomic<int64_t> idle_spin_us_{0};
     std::atomic<double> spin_s_{0.0};
     std::atomic<double> spin_cpu_s_{0.0};
+    std::atomic<int64_t> warm_pass_ms_{0};
+    std::atomic<int64_t> warm_passes_{0};
+    std::atomic<int64_t> warm_passes_interrupted_{0};
     Clock::time_point last_step_end_{};     // engine thread: for the idle wake-up penalty
     std::array<double, 16> forward_ema_{};  // engine thread: forward time by log2(tokens)
     std::atomic<int> kv_block_size_{0};

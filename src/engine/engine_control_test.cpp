@@ -1,5 +1,6 @@
 // The engine under the control plane and the simulated GPU: KV re-layout between steps,
-// the finished-length feed of the context-length statistics, and the simulated backend
+// the finished-length feed of the context-length statistics, warm passes during the idle
+// spin (outputs and the prefix cache untouched), and the simulated backend
 // (batch invariance, determinism, sizing as on the card, and a property test of random
 // workloads with preemptions: every request ends once, budgets hold, every block comes back).
 #include <gtest/gtest.h>
@@ -229,6 +230,48 @@ TEST(Engine, FinishedLengthsAreContextLengthsOfRequestsThatRan) {
     EXPECT_EQ(std::multiset<int32_t>(got.begin(), got.end()), want);
     EXPECT_TRUE((*e)->take_finished_lengths().empty()) << "taken once";
     set_log_level(LogLevel::kInfo);
+}
+
+// Warm passes borrow a block while the engine idles: they run only while the spin and the
+// interval are both on, the prefix cache keeps what it held, and outputs do not change.
+TEST(EngineWarm, PassesLeaveCacheAndOutputsAlone) {
+    model::Model& m = stories();
+    const int bs = 16;
+    auto base = random_prompts(m, 1, 3 * bs, 3 * bs, 77)[0];  // exactly three blocks
+    Request a = greedy(base, 8), b = greedy(base, 8);
+    a.prompt_ids.insert(a.prompt_ids.end(), {300, 301, 302});
+    b.prompt_ids.insert(b.prompt_ids.end(), {400, 401, 402, 403});
+    auto e = Engine::create(m, config(bs, 2048));
+    ASSERT_TRUE(e.ok());
+    Engine& en = **e;
+    en.set_warm_pass_interval(std::chrono::milliseconds(10));
+    auto sa = en.submit(a);
+    ASSERT_TRUE(sa.ok());
+    collect(**sa);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(en.warm_passes(), 0) << "no spin, no passes";
+    en.set_idle_spin(std::chrono::seconds(30));  // from the end of the next request
+    auto sc = en.submit(greedy({1, 2, 3}, 2));
+    ASSERT_TRUE(sc.ok());
+    collect(**sc);
+    // Passes run at idle priority: on a loaded host they come slower, so poll.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (en.warm_passes() < 5 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_GE(en.warm_passes(), 5) << "a pass every 10 ms of spin";
+    en.set_warm_pass_interval(std::chrono::milliseconds(0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a pass in flight ends
+    const int64_t passes = en.warm_passes();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(en.warm_passes(), passes) << "interval 0: no more passes";
+    EXPECT_LE(en.warm_passes_interrupted(), 1);
+    en.set_warm_pass_interval(std::chrono::milliseconds(10));
+    auto sb = en.submit(b);  // arrives while passes run
+    ASSERT_TRUE(sb.ok());
+    const auto ob = collect(**sb)[0];
+    en.set_idle_spin(std::chrono::microseconds(0));
+    EXPECT_EQ(ob.usage.cached_tokens, 3 * bs) << "the prefix cache kept a's blocks";
+    EXPECT_EQ(ob.ids, alone(m, config(bs, 2048), b));
 }
 
 }  // namespace

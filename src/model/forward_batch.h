@@ -4,6 +4,7 @@
 // Built by the engine thread per step; plain data.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct ForwardBatch {
     std::vector<int32_t> token_ids;  // [num_tokens]
     std::vector<SeqSpan> seqs;
     std::vector<int32_t> logits_rows;  // rows of token_ids whose logits are returned, in order
+    // Asked before each layer when set: true abandons the pass (forward() then returns
+    // kConflict, the K/V it wrote are partial). For passes nobody waits for (warm passes).
+    std::function<bool()> interrupt;
 
     int32_t num_tokens() const { return int32_t(token_ids.size()); }
 };

@@ -186,6 +186,8 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv,
     // 1. Token embeddings.
     embed(b, x);
     for (int l = 0; l < cfg_.num_layers; ++l) {
+        if (b.interrupt && b.interrupt())
+            return make_error(ErrorCode::kConflict, "the pass was interrupted before layer {}", l);
         const LayerWeights& L = weights_.layers[size_t(l)];
         const kernels::PagedKv pkv = kv.layer(l);
         // 2. Attention block: norm, Q/K/V projections.

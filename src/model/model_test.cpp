@@ -141,13 +141,40 @@ TEST(Model, QuantizedModelsStayCloseToReference) {
         ASSERT_TRUE(pool.ok());
         const std::vector<int32_t> ids = {1, 5, 9, 200, 300, 17, 44, 81};
         kvcache::BlockTable table = {3, 5};
-        ForwardBatch b{ids, {{0, 8, 0, table}}, {7}};
+        ForwardBatch b{ids, {{0, 8, 0, table}}, {7}, {}};
         std::vector<float> logits;
         ASSERT_TRUE((*m)->forward(b, kvcache::KvView(*pool), logits).ok());
         const auto want = reference_forward(**m, ids);
         // The fast path rounds activations (bf16, or 8-bit per 32-block for Q8_0/Q4_0).
         EXPECT_LE(rel_err(logits.data(), want[7]), 5e-2) << formats::tensor_type_name(type);
     }
+}
+
+// A pass with an interrupt that fires stops before the layer it is asked at (kConflict);
+// the pass after it, on the same scratch and blocks, is the uninterrupted result.
+TEST(Model, InterruptStopsThePassBetweenLayers) {
+    const std::string path = write_model("tiny-gqa", formats::TensorType::kF32, 3);
+    auto m = Model::load(path);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    auto pool =
+        kvcache::KvPool::create({.block_size = 16, .num_blocks = 8}, (*m)->config().num_layers,
+                                (*m)->config().num_kv_heads, (*m)->config().head_dim);
+    ASSERT_TRUE(pool.ok());
+    const std::vector<int32_t> ids = {1, 5, 9, 200};
+    kvcache::BlockTable table = {2};
+    ForwardBatch b{ids, {{0, 4, 0, table}}, {3}, {}};
+    std::vector<float> want, got;
+    ASSERT_TRUE((*m)->forward(b, kvcache::KvView(*pool), want).ok());
+    int asked = 0;
+    b.interrupt = [&] { return ++asked == 2; };
+    const Status st = (*m)->forward(b, kvcache::KvView(*pool), got);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().code, ErrorCode::kConflict);
+    EXPECT_NE(st.error().message.find("before layer 1"), std::string::npos) << st.error().message;
+    EXPECT_EQ(asked, 2);
+    b.interrupt = [&] { return false; };
+    ASSERT_TRUE((*m)->forward(b, kvcache::KvView(*pool), got).ok());
+    EXPECT_EQ(got, want);
 }
 
 TEST(Model, RejectsUnknownArchitectureAndTensorType) {

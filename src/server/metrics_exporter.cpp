@@ -128,6 +128,22 @@ void write_grammar(metrics::TextWriter& w, const engine::StepHistograms& sh,
              "Requests whose output a grammar constrains (structured outputs, forced tool calls).");
     w.sample("pagoda_constrained_requests_total", model, double(st.constrained_requests));
 }
+// The warm levels' cost and passes (docs/architecture.md, "Warmup tiers").
+void write_warm(metrics::TextWriter& w, const engine::Engine& engine,
+                const metrics::Labels& model) {
+    w.family("pagoda_warmup_cpu_seconds_total", "counter",
+             "CPU time the compute pool spent warm between steps: spinning and warm passes (warm "
+             "levels).");
+    w.sample("pagoda_warmup_cpu_seconds_total", model, engine.idle_spin_cpu_seconds());
+    w.family("pagoda_warm_passes_total", "counter",
+             "Warm passes during the idle spin (warm levels with --warm-pass-ms): completed, or "
+             "interrupted because a request came.");
+    w.sample("pagoda_warm_passes_total", with(model, "outcome", "completed"),
+             double(engine.warm_passes()));
+    w.sample("pagoda_warm_passes_total", with(model, "outcome", "interrupted"),
+             double(engine.warm_passes_interrupted()));
+}
+
 }  // namespace
 
 // Native-only detail: waiting reasons, block states, steps, stages, HTTP classes, config.
@@ -185,9 +201,7 @@ void ServerMetrics::write_native_detail(metrics::TextWriter& w, const MetricsSou
              "The first forward pass after an idle pause minus the average pass of its size.");
     w.histogram("pagoda_idle_wakeup_seconds", model, sh.idle_wakeup);
     write_grammar(w, sh, st, model);
-    w.family("pagoda_warmup_cpu_seconds_total", "counter",
-             "CPU time the compute pool spent spinning warm between steps (warm levels).");
-    w.sample("pagoda_warmup_cpu_seconds_total", model, src.engine.idle_spin_cpu_seconds());
+    write_warm(w, src.engine, model);
     w.family("pagoda_http_output_seconds", "histogram",
              "I/O-thread time turning a batch of engine events into JSON or SSE chunks and "
              "queueing them.");
