@@ -93,6 +93,7 @@ class ControlPlane {
     void guard_tick(int64_t now_ms);         // mu_ held
     void warm_tick(int64_t now_ms);          // mu_ held
     void note_warm(const WarmChange& c, int64_t now_ms);            // mu_ held
+    void apply_warmth(bool act, int64_t now_ms);                    // mu_ held
     std::string warm_metrics(const std::string& model_name) const;  // mu_ held
     void record(const std::string& kind, const json& detail, int64_t now_ms);
 

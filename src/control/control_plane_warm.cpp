@@ -41,14 +41,19 @@ void ControlPlane::warm_tick(int64_t now_ms) {
         note_warm(*c, now_ms);
     }
     const bool act = automation_ == Automation::kOn;
-    engine_.set_idle_spin(act ? warm_.spin_budget(now_ms) : std::chrono::microseconds(0));
-    engine_.set_warm_pass_interval(act ? warm_.pass_interval() : std::chrono::milliseconds(0));
+    apply_warmth(act, now_ms);
     // The spin since the last tick belongs to the tier that set the level.
     const double spun = engine_.idle_spin_seconds();
     if (spun > spin_seen_s_) {
         warm_seconds_[warm_tier_] += spun - spin_seen_s_;
         spin_seen_s_ = spun;
     }
+}
+
+// What the level does in the engine: its idle spin and warm passes (none when !act).
+void ControlPlane::apply_warmth(bool act, int64_t now_ms) {
+    engine_.set_idle_spin(act ? warm_.spin_budget(now_ms) : std::chrono::microseconds(0));
+    engine_.set_warm_pass_interval(act ? warm_.pass_interval() : std::chrono::milliseconds(0));
 }
 
 void ControlPlane::note_warm(const WarmChange& c, int64_t now_ms) {
@@ -93,10 +98,7 @@ Status ControlPlane::set_warm_level(WarmLevel level, int64_t duration_ms, int64_
     const WarmChange c = warm_.set_manual(level, duration_ms, now_ms);
     warm_tier_ = level != WarmLevel::kOff ? "manual" : "dynamic";
     note_warm(c, now_ms);
-    if (automation_ == Automation::kOn) {
-        engine_.set_idle_spin(warm_.spin_budget(now_ms));
-        engine_.set_warm_pass_interval(warm_.pass_interval());
-    }
+    if (automation_ == Automation::kOn) apply_warmth(true, now_ms);
     return ok_status();
 }
 

@@ -178,7 +178,6 @@ std::chrono::microseconds WarmPolicy::spin_budget(int64_t now_ms) const {
 }
 
 std::chrono::milliseconds WarmPolicy::pass_interval() const {
-    if (level_ == WarmLevel::kOff || suspended_) return std::chrono::milliseconds(0);
     return std::chrono::milliseconds(o_.pass_ms[size_t(int(level_))]);
 }
 

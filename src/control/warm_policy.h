@@ -67,7 +67,8 @@ class WarmPolicy {
     bool suspended() const { return suspended_; }
     // The engine's idle spin for the current level at `now_ms`.
     std::chrono::microseconds spin_budget(int64_t now_ms) const;
-    // The engine's warm-pass interval for the current level (0: none).
+    // The engine's warm-pass interval for the current level (0: none; level off, which
+    // suspension sets, has none by validate()).
     std::chrono::milliseconds pass_interval() const;
     // The window a queue of `waiting` requests earns, in ms.
     int64_t window_ms(int64_t waiting) const;

@@ -171,8 +171,8 @@ class Engine {
     Engine() = default;
     void loop();
     void spin_while_idle();  // the idle spin of set_idle_spin(); engine thread (engine_warm.cpp)
-    // One warm pass; false when it could not run or was interrupted. Adds its CPU to *cpu_s.
-    bool warm_pass(uint64_t seen_signals, double* cpu_s);
+    // One warm pass (counted as completed or interrupted). Adds its CPU to *cpu_s.
+    void warm_pass(uint64_t seen_signals, double* cpu_s);
     // One step, in the order it runs (engine_step.cpp). Events produced anywhere in a step
     // go to outbox_ and reach their streams only after the step's snapshot is published.
     void step();

@@ -72,10 +72,10 @@ void Engine::spin_while_idle() {
     }
 }
 
-bool Engine::warm_pass(uint64_t seen_signals, double* cpu_s) {
+void Engine::warm_pass(uint64_t seen_signals, double* cpu_s) {
     const int T = std::clamp(blocks_->block_size() - 1, 1, kWarmPassTokens);
     const kvcache::SeqId id{kWarmPassSeq};
-    if (blocks_->has(id) || blocks_->num_available() < blocks_->blocks_for(T)) return false;
+    if (blocks_->has(id) || blocks_->num_available() < blocks_->blocks_for(T)) return;
     const double c0 = process_cpu_seconds();
     model::ForwardBatch b;
     b.token_ids.assign(size_t(T), 0);
@@ -99,10 +99,9 @@ bool Engine::warm_pass(uint64_t seen_signals, double* cpu_s) {
             warm_pass_ms_.store(0);
         }
         warm_passes_interrupted_.fetch_add(1);
-        return false;
+        return;
     }
     warm_passes_.fetch_add(1);
-    return true;
 }
 
 }  // namespace pagoda::engine
