@@ -72,4 +72,58 @@ static_assert(sizeof(BlockQ4_0) == 18);
 
 inline constexpr int kQBlock = 32;
 
+// K-quants: super-blocks of 256 weights (ggml's k-quant layouts).
+inline constexpr int kQKBlock = 256;
+
+// Q4_K: 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min packed in `scales`
+// (k_scale_min); w = d * sc_j * q - dmin * m_j with q in 0..15. `qs` holds 4 chunks of
+// 64 weights in 32 bytes each: the low nibbles are weights 0..31 of the chunk, the high
+// nibbles weights 32..63.
+struct BlockQ4_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qs[128];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+// Q5_K: Q4_K's layout plus a fifth bit: bit 2c of qh[l] is the high bit of weight l of
+// chunk c, bit 2c + 1 that of weight l + 32; q in 0..31.
+struct BlockQ5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+
+// Q6_K: 16 sub-blocks of 16 weights with int8 scales; w = d * scales[e / 16] * (q - 32),
+// q in 0..63. Per half of 128 weights (ql += 64, qh += 32): weight l (l < 32) takes
+// the low nibble of ql[l] and bits 0-1 of qh[l], l + 32 the low nibble of ql[l + 32] and
+// bits 2-3, l + 64 the high nibble of ql[l] and bits 4-5, l + 96 the high nibble of
+// ql[l + 32] and bits 6-7.
+struct BlockQ6_K {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// Scale and min (6 bits each) of sub-block j (0..7) of a Q4_K/Q5_K `scales` array.
+inline void k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+inline bool is_k_quant(TensorType t) {
+    return t == TensorType::kQ4_K || t == TensorType::kQ5_K || t == TensorType::kQ6_K;
+}
+
 }  // namespace pagoda::formats

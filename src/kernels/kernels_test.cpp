@@ -8,6 +8,7 @@
 
 #include "base/half.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_vnni.h"
 #include "kernels/cpu/simd_dispatch.h"
 #include "kernels/ref/ops.h"
 
@@ -62,9 +63,142 @@ std::vector<uint8_t> make_weights(TensorType t, int64_t rows, int64_t cols, uint
             }
             break;
         }
+        case TensorType::kQ4_K:
+        case TensorType::kQ5_K:
+        case TensorType::kQ6_K: {  // random quants and sub-block scales, sane fp16 scales
+            const size_t bb = formats::tensor_type_traits(uint32_t(t))->block_bytes;
+            out.resize(f.size() / 256 * bb);
+            std::mt19937 rng(seed);
+            for (auto& v : out) v = uint8_t(rng());
+            for (size_t b = 0; b < f.size() / 256; ++b) {
+                uint8_t* p = out.data() + b * bb;
+                const uint16_t d = float_to_fp16(t == TensorType::kQ6_K ? 0.0005f : 0.002f),
+                               dmin = float_to_fp16(0.004f);
+                std::memcpy(t == TensorType::kQ6_K ? p + 208 : p, &d, 2);
+                if (t != TensorType::kQ6_K) std::memcpy(p + 2, &dmin, 2);
+            }
+            break;
+        }
         default: break;
     }
     return out;
+}
+
+bool is_quant(TensorType t) {
+    return t == TensorType::kQ8_0 || t == TensorType::kQ4_0 || formats::is_k_quant(t);
+}
+
+// The K-quant block layouts, dequantized by the reference, against values worked out by
+// hand from ggml's documented layouts (one weight per type, every field involved).
+TEST(Kernels, KQuantReferenceMatchesHandComputedValues) {
+    {  // Q4_K weight 163: sub-block 5 (high nibbles of chunk 2, l = 3); sc 37, m 50
+        std::vector<uint8_t> blk(144, 0);
+        const uint16_t d = 0x3C00, dmin = 0x3800;  // 1.0, 0.5
+        std::memcpy(blk.data(), &d, 2);
+        std::memcpy(blk.data() + 2, &dmin, 2);
+        uint8_t* sc = blk.data() + 4;
+        sc[9] = (37 & 15) | ((50 & 15) << 4);  // low bits of sc and m of sub-block 5
+        sc[1] = uint8_t((37 >> 4) << 6);       // high bits of sc_5 in scales[1]
+        sc[5] = uint8_t((50 >> 4) << 6);       // high bits of m_5 in scales[5]
+        blk[16 + 64 + 3] = 0xA0;               // q = 10
+        const WeightView w{TensorType::kQ4_K, 1, 256, blk.data()};
+        std::vector<float> out(256);
+        ref::dequantize_row(w, 0, out.data());
+        EXPECT_EQ(out[163], 1.0f * 37 * 10 - 0.5f * 50);  // 345
+        EXPECT_EQ(out[131], 0.0f);  // same byte's low nibble (sub-block 4: sc 0, m 0)
+        EXPECT_EQ(out[162], -25.0f);  // q 0 in sub-block 5: the min alone
+    }
+    {  // Q5_K weight 100: chunk 1, high nibble of qs[36], fifth bit = bit 3 of qh[4]
+        std::vector<uint8_t> blk(176, 0);
+        const uint16_t d = 0x3400, dmin = 0x3C00;  // 0.25, 1.0
+        std::memcpy(blk.data(), &d, 2);
+        std::memcpy(blk.data() + 2, &dmin, 2);
+        blk[4 + 3] = 20;  // sc of sub-block 3
+        blk[4 + 7] = 6;   // m of sub-block 3
+        blk[16 + 4] = 0x08;
+        blk[48 + 36] = 0xB0;
+        const WeightView w{TensorType::kQ5_K, 1, 256, blk.data()};
+        std::vector<float> out(256);
+        ref::dequantize_row(w, 0, out.data());
+        EXPECT_EQ(out[100], 0.25f * 20 * 27 - 1.0f * 6);  // q = 11 + 16: 129
+        EXPECT_EQ(out[68], 0.0f);   // same byte's low nibble: sub-block 2 (sc 0, m 0)
+        EXPECT_EQ(out[99], -6.0f);  // sub-block 3, q 0: the min alone
+    }
+    {  // Q6_K weight 200: half 1, l = 8 of the third quarter: high nibble of ql[72],
+       // bits 4-5 of qh[40]; scale 200 / 16 = 12
+        std::vector<uint8_t> blk(210, 0);
+        const uint16_t d = 0x3800;  // 0.5
+        std::memcpy(blk.data() + 208, &d, 2);
+        blk[72] = 0x70;        // low four bits 7
+        blk[128 + 40] = 0x20;  // high two bits 2: q = 39
+        blk[192 + 12] = uint8_t(int8_t(-3));
+        const WeightView w{TensorType::kQ6_K, 1, 256, blk.data()};
+        std::vector<float> out(256);
+        ref::dequantize_row(w, 0, out.data());
+        EXPECT_EQ(out[200], 0.5f * -3 * (39 - 32));  // -10.5
+        EXPECT_EQ(out[201], 0.5f * -3 * -32);        // q 0: 48
+        EXPECT_EQ(out[0], 0.0f);                     // scale 0
+    }
+}
+
+// The K-quant VNNI kernels compute exact integer dots of the weights' quants with Q8_K
+// activations (as llama.cpp does): against the reference on the dequantized activations
+// they agree to float rounding. Shapes: two super-blocks, row counts around the 32-row
+// panel, activation rows around the 4- and 6-row passes.
+TEST(Kernels, KQuantKernelsEqualReferenceOnQ8KActivations) {
+    if (!cpu::have_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI: K-quants run dequantized";
+    for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+        for (int64_t rows : {16, 40, 70}) {
+            SCOPED_TRACE(formats::tensor_type_name(type) + " rows " + std::to_string(rows));
+            const int64_t cols = 512;
+            const auto wbytes = make_weights(type, rows, cols, 9);
+            const WeightView w{type, rows, cols, wbytes.data()};
+            auto mm = cpu::QuantMatmul::create(w);
+            ASSERT_TRUE(mm.ok()) << mm.error().message;
+            for (int m : {1, 3, 4, 6, 7, 13}) {
+                const auto x = randn(size_t(m * cols), 6);
+                std::vector<float> xq(x.size()), want(size_t(m * rows)),
+                    got(want.size() + 64, -7.0f);
+                std::vector<int8_t> q(static_cast<size_t>(cols));
+                std::vector<float> d(static_cast<size_t>(cols / 32));
+                for (int i = 0; i < m; ++i) {
+                    cpu::quantize_q8_k(x.data() + i * cols, int(cols), q.data(), d.data());
+                    for (int64_t c = 0; c < cols; ++c)
+                        xq[size_t(i * cols + c)] = d[size_t(c / 32)] * float(q[size_t(c)]);
+                }
+                ref::matmul(w, xq.data(), m, want.data());
+                (*mm)->run(x.data(), m, got.data());
+                for (size_t i = want.size(); i < got.size(); ++i)
+                    ASSERT_EQ(got[i], -7.0f) << "wrote past y";
+                got.resize(want.size());
+                EXPECT_LT(rel_err(got, want), 1e-5) << "m " << m;
+            }
+        }
+    }
+}
+
+// llama.cpp's Q8_K rule: iscale = -127 / (the value of largest magnitude, signed),
+// q = min(127, round(iscale x)), d = 1 / iscale; one scale per 256 values.
+TEST(Kernels, QuantizeQ8KFollowsTheQ8KRule) {
+    auto x = randn(512, 3);
+    x[77] = -9.0f;   // block 0: largest magnitude negative, d > 0
+    x[300] = 11.0f;  // block 1: positive, d < 0
+    std::vector<int8_t> q(512);
+    std::vector<float> d(16);
+    cpu::quantize_q8_k(x.data(), 512, q.data(), d.data());
+    EXPECT_EQ(q[77], -127);
+    EXPECT_EQ(q[300], -127);
+    EXPECT_FLOAT_EQ(d[0], 9.0f / 127.0f);
+    EXPECT_FLOAT_EQ(d[8], -11.0f / 127.0f);
+    for (int b = 0; b < 8; ++b) EXPECT_EQ(d[size_t(b)], d[0]);
+    for (int j = 0; j < 512; ++j) {
+        const float iscale = j < 256 ? -127.0f / -9.0f : -127.0f / 11.0f;
+        EXPECT_EQ(q[size_t(j)], int8_t(std::min(127L, std::lrintf(iscale * x[size_t(j)])))) << j;
+    }
+    std::vector<float> zeros(256, 0.0f);
+    cpu::quantize_q8_k(zeros.data(), 256, q.data(), d.data());
+    EXPECT_EQ(d[0], 0.0f);
+    EXPECT_EQ(q[5], 0);
 }
 
 class MatmulVsRef : public ::testing::TestWithParam<std::tuple<TensorType, int>> {};
@@ -111,9 +245,10 @@ TEST_P(MatmulVsRef, Matches) {
     const auto x = randn(size_t(m * cols), 11);
     std::vector<float> want(static_cast<size_t>(m * rows)), got(size_t(m * rows));
     ref::matmul(w, x.data(), m, want.data());
-    if (type == TensorType::kQ8_0 || type == TensorType::kQ4_0) {
+    if (is_quant(type)) {
         cpu::matmul(w, x.data(), m, got.data());
-        // Activations are quantized to 8 bits per 32-block: ~1% relative error.
+        // Activations are quantized to 8 bits per 32-block (per 256 for K-quants): ~1%
+        // relative error.
         EXPECT_LT(rel_err(got, want), 2e-2);
     } else {
         auto mm = cpu::DenseMatmul::create(w);
@@ -130,13 +265,14 @@ class MatmulRowInvariance : public ::testing::TestWithParam<TensorType> {};
 
 TEST_P(MatmulRowInvariance, RowsIndependentOfBatch) {
     const TensorType type = GetParam();
-    const int64_t rows = 64, cols = 32 * 9;
+    const int64_t rows = 64, cols = formats::is_k_quant(type) ? 256 * 3 : 32 * 9;
+    if (formats::is_k_quant(type) && !cpu::have_avx512_vnni()) GTEST_SKIP() << "no VNNI";
     const auto wbytes = make_weights(type, rows, cols, 3);
     const WeightView w{type, rows, cols, wbytes.data()};
     const int m = 9;
     const auto x = randn(size_t(m * cols), 4);
     std::vector<float> batched(size_t(m * rows)), single(size_t(m * rows));
-    if (type == TensorType::kQ8_0 || type == TensorType::kQ4_0) {
+    if (is_quant(type)) {
         auto mm = cpu::QuantMatmul::create(w);
         ASSERT_TRUE(mm.ok());
         (*mm)->run(x.data(), m, batched.data());
@@ -154,12 +290,14 @@ TEST_P(MatmulRowInvariance, RowsIndependentOfBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulRowInvariance,
                          ::testing::Values(TensorType::kF32, TensorType::kF16, TensorType::kBF16,
-                                           TensorType::kQ8_0, TensorType::kQ4_0));
+                                           TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K,
+                                           TensorType::kQ5_K, TensorType::kQ6_K));
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulVsRef,
                          ::testing::Combine(::testing::Values(TensorType::kF32, TensorType::kF16,
                                                               TensorType::kBF16, TensorType::kQ8_0,
-                                                              TensorType::kQ4_0),
+                                                              TensorType::kQ4_0, TensorType::kQ4_K,
+                                                              TensorType::kQ5_K, TensorType::kQ6_K),
                                             ::testing::Values(1, 3, 17)));
 
 TEST(Kernels, ElementwiseMatchReference) {

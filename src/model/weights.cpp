@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/quant_vnni.h"
 #include "kernels/ref/ops.h"
 
 namespace pagoda::model {
@@ -12,7 +13,7 @@ using formats::TensorType;
 
 bool is_supported_weight_type(TensorType t) {
     return t == TensorType::kF32 || t == TensorType::kF16 || t == TensorType::kBF16 ||
-           t == TensorType::kQ8_0 || t == TensorType::kQ4_0;
+           t == TensorType::kQ8_0 || t == TensorType::kQ4_0 || formats::is_k_quant(t);
 }
 
 void Linear::forward(const float* x, int m, float* y) const {
@@ -54,8 +55,7 @@ class Loader {
         if (!is_supported_weight_type(t->type)) {
             return make_error(ErrorCode::kUnsupported,
                               "{}: tensor '{}' has type {}, which is not supported yet (supported: "
-                              "F32, F16, BF16, "
-                              "Q8_0, Q4_0)",
+                              "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)",
                               g_.source(), name, formats::tensor_type_name(t->type));
         }
         bytes += t->num_bytes;
@@ -94,9 +94,22 @@ class Loader {
     Status pack(Linear& l) {
         const TensorType t = l.view.type;
         if (pack_ == Weights::Pack::kNo) return ok_status();
-        if (t == TensorType::kQ8_0 || t == TensorType::kQ4_0) {
+        if (t == TensorType::kQ8_0 || t == TensorType::kQ4_0 ||
+            (formats::is_k_quant(t) && kernels::cpu::have_avx512_vnni() &&
+             !kernels::cpu::force_portable_kernels())) {
             PAGODA_ASSIGN_OR_RETURN(l.quant, kernels::cpu::QuantMatmul::create(l.view));
             packed += l.quant->packed_bytes();
+            return ok_status();
+        }
+        if (formats::is_k_quant(t)) {  // no VNNI kernel here: dense f32 from the values
+            std::vector<float> values(size_t(l.view.rows) * size_t(l.view.cols));
+#pragma omp parallel for schedule(static)
+            for (int64_t r = 0; r < l.view.rows; ++r)
+                kernels::ref::dequantize_row(l.view, r, values.data() + size_t(r * l.view.cols));
+            const kernels::WeightView f32{TensorType::kF32, l.view.rows, l.view.cols,
+                                          reinterpret_cast<const uint8_t*>(values.data())};
+            PAGODA_ASSIGN_OR_RETURN(l.dense, kernels::cpu::DenseMatmul::create(f32));
+            packed += l.dense->packed_bytes();
             return ok_status();
         }
         PAGODA_ASSIGN_OR_RETURN(l.dense, kernels::cpu::DenseMatmul::create(l.view));

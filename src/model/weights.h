@@ -21,7 +21,7 @@ namespace pagoda::model {
 struct Linear {
     kernels::WeightView view;
     std::unique_ptr<kernels::cpu::DenseMatmul> dense;
-    std::unique_ptr<kernels::cpu::QuantMatmul> quant;  // set for Q8_0/Q4_0
+    std::unique_ptr<kernels::cpu::QuantMatmul> quant;  // Q8_0/Q4_0, K-quants with VNNI
     std::vector<float> bias;                           // empty when the layer has none
 
     // y[m][rows] = x[m][cols] W^T + b, with the fast kernels.

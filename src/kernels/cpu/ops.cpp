@@ -24,7 +24,32 @@ namespace {
 bool g_force_portable = false;
 std::atomic<int> g_num_threads{0};  // 0: OpenMP's default (OMP_NUM_THREADS or the CPU count)
 VnniWeights vnni_of(TensorType t) {
-    return t == TensorType::kQ8_0 ? VnniWeights::kQ8_0 : VnniWeights::kQ4_0;
+    switch (t) {
+        case TensorType::kQ8_0: return VnniWeights::kQ8_0;
+        case TensorType::kQ4_K: return VnniWeights::kQ4_K;
+        case TensorType::kQ5_K: return VnniWeights::kQ5_K;
+        case TensorType::kQ6_K: return VnniWeights::kQ6_K;
+        default: return VnniWeights::kQ4_0;
+    }
+}
+
+// The integer corrections the VNNI kernels start from (quant_vnni.h), for one
+// activation row quantized into qi[cols].
+void vnni_corrections(VnniWeights t, const int8_t* qi, int64_t cols, int32_t* corr) {
+    const int64_t nb = cols / 32;
+    for (int64_t b = 0; b < nb; ++b) {
+        int32_t lo = 0, hi = 0;
+        for (int c = 0; c < 16; ++c) lo += qi[b * 32 + c];
+        for (int c = 16; c < 32; ++c) hi += qi[b * 32 + c];
+        if (t == VnniWeights::kQ6_K) {
+            corr[2 * b] = -32 * lo;
+            corr[2 * b + 1] = -32 * hi;
+        } else if (vnni_is_k(t)) {
+            corr[b] = lo + hi;
+        } else {
+            corr[b] = -vnni_weight_offset(t) * (lo + hi);
+        }
+    }
 }
 }  // namespace
 
@@ -44,7 +69,36 @@ void adopt_num_threads() {
     if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);
 }
 
+void quantize_q8_k(const float* x, int n, int8_t* q, float* d) {
+    for (int k = 0; k < n / 256; ++k) {
+        const float* xb = x + k * 256;
+        float amax = 0.0f, mx = 0.0f;  // the value of largest magnitude, with its sign
+        for (int j = 0; j < 256; ++j) {
+            if (std::fabs(xb[j]) > amax) {
+                amax = std::fabs(xb[j]);
+                mx = xb[j];
+            }
+        }
+        float dk = 0.0f;
+        if (amax == 0.0f) {
+            std::memset(q + k * 256, 0, 256);
+        } else {
+            const float iscale = -127.0f / mx;
+            for (int j = 0; j < 256; ++j)
+                q[k * 256 + j] = int8_t(std::min(127L, std::lrintf(iscale * xb[j])));
+            dk = 1.0f / iscale;
+        }
+        for (int b = 0; b < 8; ++b) d[k * 8 + b] = dk;
+    }
+}
+
 void matmul(const WeightView& w, const float* x, int m, float* y) {
+    if (formats::is_k_quant(w.type) && have_avx512_vnni() && !force_portable_kernels()) {
+        auto q = QuantMatmul::create(w);
+        PAGODA_CHECK(q.ok()) << q.error().message;
+        (*q)->run(x, m, y);
+        return;
+    }
     if (w.type != TensorType::kQ8_0 && w.type != TensorType::kQ4_0) {
         // Dense types normally go through DenseMatmul; this path serves odd shapes only.
         std::vector<float> row(static_cast<size_t>(w.cols));
@@ -63,14 +117,23 @@ void matmul(const WeightView& w, const float* x, int m, float* y) {
 }
 
 Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
-    if ((w.type != TensorType::kQ8_0 && w.type != TensorType::kQ4_0) || w.cols % 32 != 0) {
+    const bool k = formats::is_k_quant(w.type);
+    const bool vnni = have_avx512_vnni() && !force_portable_kernels();
+    if ((w.type != TensorType::kQ8_0 && w.type != TensorType::kQ4_0 && !k) ||
+        w.cols % (k ? 256 : 32) != 0) {
         return make_error(ErrorCode::kUnsupported,
-                          "QuantMatmul: {} with {} columns is not Q8_0/Q4_0 in 32-blocks",
+                          "QuantMatmul: {} with {} columns is not Q8_0/Q4_0 in 32-blocks or "
+                          "Q4_K/Q5_K/Q6_K in 256-blocks",
                           formats::tensor_type_name(w.type), w.cols);
+    }
+    if (k && !vnni) {
+        return make_error(ErrorCode::kUnsupported,
+                          "QuantMatmul: {} needs AVX-512 VNNI (elsewhere it runs dequantized)",
+                          formats::tensor_type_name(w.type));
     }
     std::unique_ptr<QuantMatmul> q(new QuantMatmul());
     q->type_ = w.type;
-    q->use_vnni_ = have_avx512_vnni() && !force_portable_kernels();
+    q->use_vnni_ = vnni;
     q->rows_ = w.rows;
     q->cols_ = w.cols;
     const bool q8 = w.type == TensorType::kQ8_0;
@@ -117,20 +180,16 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
     const int nb = int(cols_ / 32);
     std::vector<int8_t> qx(size_t(m) * size_t(cols_));
     std::vector<float> dx(size_t(m) * size_t(nb));
-    std::vector<int32_t> corr(use_vnni_ ? size_t(m) * size_t(nb) : 0);
+    const VnniWeights vt = vnni_of(type_);
+    const size_t corr_row = size_t(nb) * size_t(vnni_corr_per_block(vt));
+    std::vector<int32_t> corr(use_vnni_ ? size_t(m) * corr_row : 0);
 #pragma omp parallel for schedule(static) if (m > 1)
     for (int i = 0; i < m; ++i) {
         int8_t* qi = qx.data() + size_t(i) * size_t(cols_);
-        quantize_q8(x + size_t(i) * size_t(cols_), int(cols_), qi,
-                    dx.data() + size_t(i) * size_t(nb));
-        if (use_vnni_) {  // the packed weights carry an offset (unsigned for vpdpbusd): remove it
-            const int offset = vnni_weight_offset(vnni_of(type_));
-            for (int b = 0; b < nb; ++b) {
-                int32_t s = 0;
-                for (int c = 0; c < 32; ++c) s += qi[b * 32 + c];
-                corr[size_t(i) * size_t(nb) + size_t(b)] = -offset * s;
-            }
-        }
+        // K-quant weights take llama.cpp's Q8_K activations (one scale per 256 values).
+        (vnni_is_k(vt) ? quantize_q8_k : quantize_q8)(x + size_t(i) * size_t(cols_), int(cols_),
+                                                      qi, dx.data() + size_t(i) * size_t(nb));
+        if (use_vnni_) vnni_corrections(vt, qi, cols_, corr.data() + size_t(i) * corr_row);
     }
     if (use_vnni_) {
         const int64_t panels = (rows_ + kVnniPanelRows - 1) / kVnniPanelRows;
@@ -144,7 +203,7 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
                     : panels;
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t c = 0; c < ranges; ++c) {
-            vnni_gemm(vnni_of(type_), packed_.data(), rows_, cols_, qx.data(), dx.data(),
+            vnni_gemm(vt, packed_.data(), rows_, cols_, qx.data(), dx.data(),
                       corr.data(), m, y, panels * c / ranges, panels * (c + 1) / ranges);
         }
         return;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "formats/tensor_type.h"
+#include "kernels/ref/ops.h"
 
 #if defined(__x86_64__)
 // g++ 12's AVX-512 headers trip its own -Wuninitialized (_mm512_undefined_* inside
@@ -18,8 +19,64 @@
 
 namespace pagoda::kernels::cpu {
 
+namespace {
+
+formats::TensorType tensor_type_of(VnniWeights t) {
+    return t == VnniWeights::kQ4_K   ? formats::TensorType::kQ4_K
+           : t == VnniWeights::kQ5_K ? formats::TensorType::kQ5_K
+                                     : formats::TensorType::kQ6_K;
+}
+
+// One 32-block's values and sub-block scales of row r (lane r % 16 of half r / 16).
+void pack_k_block(VnniWeights t, const ref::KBlock& kb, int b, int r, uint8_t* vb) {
+    const bool q4 = t == VnniWeights::kQ4_K;
+    const int vectors = q4 ? 4 : 8;
+    uint8_t* lane = vb + (r / 16) * vectors * 64 + (r % 16) * 4;
+    const uint8_t* q = kb.q + 32 * b;
+    for (int k = 0; k < vectors; ++k) {
+        for (int j = 0; j < 4; ++j) {
+            lane[k * 64 + j] = q4 ? uint8_t(q[4 * k + j] | (q[16 + 4 * k + j] << 4)) : q[4 * k + j];
+        }
+    }
+    uint8_t* sc = vb + 2 * vectors * 64;
+    if (t == VnniWeights::kQ6_K) {
+        sc[r] = uint8_t(int8_t(kb.sc[2 * b]));
+        sc[32 + r] = uint8_t(int8_t(kb.sc[2 * b + 1]));
+    } else {
+        sc[r] = uint8_t(kb.sc[b]);
+        sc[32 + r] = uint8_t(kb.m[b]);
+    }
+}
+
+void pack_k_panel(VnniWeights t, const uint8_t* const* src_rows, int valid_rows, int64_t cols,
+                  uint8_t* dst) {
+    const size_t sb_bytes = vnni_panel_superblock_bytes(t);
+    const size_t header = t == VnniWeights::kQ6_K ? 128 : 256;
+    const size_t block_bytes = (sb_bytes - header) / 8;
+    const size_t src_bytes =
+        formats::tensor_type_traits(uint32_t(tensor_type_of(t)))->block_bytes;
+    std::memset(dst, 0, vnni_panel_bytes(t, cols));  // rows past valid_rows: all zero
+    ref::KBlock kb;
+    for (int64_t s = 0; s < cols / 256; ++s) {
+        uint8_t* sb = dst + size_t(s) * sb_bytes;
+        auto* d = reinterpret_cast<float*>(sb);
+        for (int r = 0; r < valid_rows; ++r) {
+            ref::unpack_k_block(tensor_type_of(t), src_rows[r] + size_t(s) * src_bytes, &kb);
+            d[r] = kb.d;
+            if (t != VnniWeights::kQ6_K) d[32 + r] = kb.dmin;
+            for (int b = 0; b < 8; ++b) pack_k_block(t, kb, b, r, sb + header + b * block_bytes);
+        }
+    }
+}
+
+}  // namespace
+
 void pack_vnni_panel(VnniWeights t, const uint8_t* const* src_rows, int valid_rows, int64_t cols,
                      uint8_t* dst) {
+    if (vnni_is_k(t)) {
+        pack_k_panel(t, src_rows, valid_rows, cols, dst);
+        return;
+    }
     const int64_t nb = cols / 32;
     const bool q8 = t == VnniWeights::kQ8_0;
     const int vectors = q8 ? 8 : 4;  // per half of the panel
@@ -80,6 +137,20 @@ PAGODA_VNNI inline __m512i bcast4(const int8_t* p) {
     int32_t v;
     std::memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
+}
+
+// Writes the panel's 32 output rows (fewer in the last panel) for N activation rows.
+template <int N>
+PAGODA_VNNI inline void store_panel(const Gemm& g, int64_t panel, int i0, const __m512 (&out)[2][N]) {
+    for (int h = 0; h < 2; ++h) {
+        const int64_t r0 = panel * kVnniPanelRows + h * 16;
+        const int64_t valid = std::min<int64_t>(16, g.rows - r0);
+        if (valid <= 0) break;
+        const __mmask16 mask = valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << valid) - 1);
+        for (int i = 0; i < N; ++i)
+            _mm512_mask_storeu_ps(g.y + size_t(i0 + i) * size_t(g.rows) + size_t(r0), mask,
+                                  out[h][i]);
+    }
 }
 
 // One panel (32 output rows, two halves of 16 lanes) x N activation rows, all blocks.
@@ -149,14 +220,127 @@ PAGODA_VNNI void panel_rows(const Gemm& g, int64_t panel, int i0, const uint8_t*
             }
         }
     }
-    for (int h = 0; h < 2; ++h) {
-        const int64_t r0 = panel * kVnniPanelRows + h * 16;
-        const int64_t valid = std::min<int64_t>(16, g.rows - r0);
-        if (valid <= 0) break;
-        const __mmask16 mask = valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << valid) - 1);
-        for (int i = 0; i < N; ++i)
-            _mm512_mask_storeu_ps(g.y + size_t(i0 + i) * size_t(g.rows) + size_t(r0), mask,
-                                  out[h][i]);
+    store_panel<N>(g, panel, i0, out);
+}
+
+// K-quants, one panel x N activation rows: per super-block the 32 rows' d (and dmin),
+// per 32-block the integer dot products of the unsigned quants (from 0), then in f32:
+//   Q4_K/Q5_K: out += dx (acc (d sc)) - (dx sum(x)) (dmin m)
+//   Q6_K:      out += dx d (acc_lo sc_lo + acc_hi sc_hi), acc_* starting at -32 sum(x)
+// over columns 0-15 and 16-31 of the block.
+template <VnniWeights T, int N>
+PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
+    constexpr bool kQ4 = T == VnniWeights::kQ4_K, kQ6 = T == VnniWeights::kQ6_K;
+    constexpr int kVectors = kQ4 ? 4 : 8;  // per half of a block
+    constexpr size_t kHeader = kQ6 ? 128 : 256, kHalf = size_t(kVectors) * 64,
+                     kBlockBytes = 2 * kHalf + 64;
+    constexpr int kCorr = kQ6 ? 2 : 1;
+    const uint8_t* wp = g.packed + size_t(panel) * g.panel_bytes;
+    const int8_t* x[N];
+    const float* dx[N];
+    const int32_t* cr[N];
+    for (int i = 0; i < N; ++i) {
+        x[i] = g.qx + size_t(i0 + i) * g.cols;
+        dx[i] = g.dx + size_t(i0 + i) * size_t(g.nb);
+        cr[i] = g.corr + size_t(i0 + i) * size_t(g.nb) * kCorr;
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    __m512 out[2][N];
+    for (int i = 0; i < N; ++i) out[0][i] = out[1][i] = _mm512_setzero_ps();
+    for (int s = 0; s < g.nb / 8; ++s) {
+        const uint8_t* sb = wp + size_t(s) * vnni_panel_superblock_bytes(T);
+        const auto* hd = reinterpret_cast<const float*>(sb);
+        const __m512 d[2] = {_mm512_loadu_ps(hd), _mm512_loadu_ps(hd + 16)};
+        __m512 dmin[2] = {d[0], d[1]};
+        if constexpr (!kQ6) dmin[0] = _mm512_loadu_ps(hd + 32), dmin[1] = _mm512_loadu_ps(hd + 48);
+        for (int bb = 0; bb < 8; ++bb) {
+            const int b = s * 8 + bb;
+            const uint8_t* wb = sb + kHeader + size_t(bb) * kBlockBytes;
+            const uint8_t* sc = wb + 2 * kHalf;
+            __m512i acc[2][2][N];  // [half][column group (Q6_K) or 0][row]
+            for (int i = 0; i < N; ++i) {
+                for (int h = 0; h < 2; ++h) {
+                    acc[h][0][i] = kQ6 ? _mm512_set1_epi32(cr[i][2 * b]) : _mm512_setzero_si512();
+                    if constexpr (kQ6) acc[h][1][i] = _mm512_set1_epi32(cr[i][2 * b + 1]);
+                }
+            }
+            const int8_t* xb[N];
+            for (int i = 0; i < N; ++i) xb[i] = x[i] + b * 32;
+            if constexpr (kQ4) {
+                for (int k = 0; k < 4; ++k) {
+                    const __m512i r0 = _mm512_load_si512(wb + k * 64),
+                                  r1 = _mm512_load_si512(wb + kHalf + k * 64);
+                    const __m512i lo0 = _mm512_and_si512(r0, low4),
+                                  lo1 = _mm512_and_si512(r1, low4);
+                    const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(r0, 4), low4);
+                    const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(r1, 4), low4);
+                    for (int i = 0; i < N; ++i) {
+                        const __m512i xl = bcast4(xb[i] + k * 4), xh = bcast4(xb[i] + 16 + k * 4);
+                        acc[0][0][i] = _mm512_dpbusd_epi32(
+                            _mm512_dpbusd_epi32(acc[0][0][i], lo0, xl), hi0, xh);
+                        acc[1][0][i] = _mm512_dpbusd_epi32(
+                            _mm512_dpbusd_epi32(acc[1][0][i], lo1, xl), hi1, xh);
+                    }
+                }
+            } else {
+                for (int k = 0; k < 8; ++k) {
+                    const int grp = kQ6 ? k / 4 : 0;
+                    const __m512i w0 = _mm512_load_si512(wb + k * 64),
+                                  w1 = _mm512_load_si512(wb + kHalf + k * 64);
+                    for (int i = 0; i < N; ++i) {
+                        const __m512i xv = bcast4(xb[i] + k * 4);
+                        acc[0][grp][i] = _mm512_dpbusd_epi32(acc[0][grp][i], w0, xv);
+                        acc[1][grp][i] = _mm512_dpbusd_epi32(acc[1][grp][i], w1, xv);
+                    }
+                }
+            }
+            for (int h = 0; h < 2; ++h) {
+                const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * h));
+                const __m128i s1 =
+                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 32 + 16 * h));
+                if constexpr (kQ6) {
+                    const __m512 slo = _mm512_mul_ps(
+                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s0)), d[h]);
+                    const __m512 shi = _mm512_mul_ps(
+                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s1)), d[h]);
+                    for (int i = 0; i < N; ++i) {
+                        const __m512 v = _mm512_fmadd_ps(
+                            _mm512_cvtepi32_ps(acc[h][0][i]), slo,
+                            _mm512_mul_ps(_mm512_cvtepi32_ps(acc[h][1][i]), shi));
+                        out[h][i] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx[i][b]), out[h][i]);
+                    }
+                } else {
+                    const __m512 ws =
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s0)), d[h]);
+                    const __m512 wm =
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s1)), dmin[h]);
+                    for (int i = 0; i < N; ++i) {
+                        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[h][0][i]), ws);
+                        out[h][i] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx[i][b]), out[h][i]);
+                        out[h][i] = _mm512_fnmadd_ps(
+                            wm, _mm512_set1_ps(dx[i][b] * float(cr[i][b])), out[h][i]);
+                    }
+                }
+            }
+        }
+    }
+    store_panel<N>(g, panel, i0, out);
+}
+
+template <VnniWeights T>
+PAGODA_VNNI void gemm_panels_k(const Gemm& g, int m, int64_t p0, int64_t p1) {
+    constexpr int kRows = T == VnniWeights::kQ6_K ? 4 : 6;
+    for (int64_t p = p0; p < p1; ++p) {
+        int i = 0;
+        for (; i + kRows <= m; i += kRows) panel_rows_k<T, kRows>(g, p, i);
+        switch (m - i) {
+            case 5: panel_rows_k<T, 5>(g, p, i); break;
+            case 4: panel_rows_k<T, 4>(g, p, i); break;
+            case 3: panel_rows_k<T, 3>(g, p, i); break;
+            case 2: panel_rows_k<T, 2>(g, p, i); break;
+            case 1: panel_rows_k<T, 1>(g, p, i); break;
+            default: break;
+        }
     }
 }
 
@@ -189,10 +373,12 @@ void vnni_gemm(VnniWeights t, const uint8_t* packed, int64_t rows, int64_t cols,
                const float* dx, const int32_t* corr, int m, float* y, int64_t p0, int64_t p1) {
     const Gemm g{
         packed, vnni_panel_bytes(t, cols), int(cols / 32), rows, size_t(cols), qx, dx, corr, y};
-    if (t == VnniWeights::kQ8_0) {
-        gemm_panels<VnniWeights::kQ8_0>(g, m, p0, p1);
-    } else {
-        gemm_panels<VnniWeights::kQ4_0>(g, m, p0, p1);
+    switch (t) {
+        case VnniWeights::kQ8_0: gemm_panels<VnniWeights::kQ8_0>(g, m, p0, p1); break;
+        case VnniWeights::kQ4_0: gemm_panels<VnniWeights::kQ4_0>(g, m, p0, p1); break;
+        case VnniWeights::kQ4_K: gemm_panels_k<VnniWeights::kQ4_K>(g, m, p0, p1); break;
+        case VnniWeights::kQ5_K: gemm_panels_k<VnniWeights::kQ5_K>(g, m, p0, p1); break;
+        case VnniWeights::kQ6_K: gemm_panels_k<VnniWeights::kQ6_K>(g, m, p0, p1); break;
     }
 }
 

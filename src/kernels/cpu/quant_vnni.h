@@ -27,27 +27,44 @@ bool have_avx512_vnni();
 
 constexpr int kVnniPanelRows = 32;
 
-enum class VnniWeights { kQ8_0, kQ4_0 };
+enum class VnniWeights { kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
 
-// Bytes of one packed 32-block of a panel, and of one panel (32 rows x cols); both are
-// multiples of 64.
-constexpr size_t vnni_panel_block_bytes(VnniWeights t) {
+// K-quants (Q4_K, Q5_K, Q6_K) are packed per 256-column super-block: a header with the
+// 32 rows' super-block scales (f32: d[32], then dmin[32] for Q4_K/Q5_K), then its eight
+// 32-blocks, each the values as above followed by 64 bytes of per-row sub-block scales:
+//   Q4_K: Q4_0's nibble vectors (q in 0..15), then sc[32], m[32] (u8, 6 bits):
+//         w = d sc q - dmin m; 4864 bytes a super-block;
+//   Q5_K: Q8_0's byte vectors (q in 0..31), then sc[32], m[32]; 8960 bytes;
+//   Q6_K: Q8_0's byte vectors (q in 0..63), then sc[32] of columns 0-15 and sc[32] of
+//         columns 16-31 (int8): w = d sc (q - 32); 8832 bytes.
+// Scales stay integers as in the file and are multiplied by d in f32 (as ggml does), so
+// the integer dot products equal llama.cpp's when the activations are quantized the
+// same way (quantize_q8_k).
+constexpr bool vnni_is_k(VnniWeights t) { return t >= VnniWeights::kQ4_K; }
+constexpr size_t vnni_panel_block_bytes(VnniWeights t) {  // per 32 columns (32-block types)
     return t == VnniWeights::kQ8_0 ? 1088 : 576;
 }
-inline size_t vnni_panel_bytes(VnniWeights t, int64_t cols) {
-    return size_t(cols / 32) * vnni_panel_block_bytes(t);
+constexpr size_t vnni_panel_superblock_bytes(VnniWeights t) {  // per 256 columns (K-quants)
+    return t == VnniWeights::kQ4_K ? 4864 : t == VnniWeights::kQ5_K ? 8960 : 8832;
 }
-// The offset the packed weights carry: corr = -offset * sum(x) per block.
+inline size_t vnni_panel_bytes(VnniWeights t, int64_t cols) {
+    return vnni_is_k(t) ? size_t(cols / 256) * vnni_panel_superblock_bytes(t)
+                        : size_t(cols / 32) * vnni_panel_block_bytes(t);
+}
+// The offset the packed weights carry: corr = -offset * sum(x) per block (Q8_0, Q4_0).
+// For Q4_K/Q5_K corr is sum(x) per 32-block (the mins are applied in f32); for Q6_K it
+// is -32 * sum(x) per 16 columns (two per 32-block).
 inline int vnni_weight_offset(VnniWeights t) { return t == VnniWeights::kQ8_0 ? 128 : 8; }
+inline int vnni_corr_per_block(VnniWeights t) { return t == VnniWeights::kQ6_K ? 2 : 1; }
 
-// Packs up to 32 rows (src_rows[r] = row r's Q8_0 or Q4_0 blocks as in the file; rows
-// from valid_rows on are zero with scale 0) into `dst` (vnni_panel_bytes bytes).
+// Packs up to 32 rows (src_rows[r] = row r's blocks as in the file; rows from
+// valid_rows on are zero with scale 0) into `dst` (vnni_panel_bytes bytes).
 void pack_vnni_panel(VnniWeights t, const uint8_t* const* src_rows, int valid_rows, int64_t cols,
                      uint8_t* dst);
 
 // y[i][r] for panels [p0, p1) against m activation rows: qx signed int8 (row stride
-// cols), dx one scale per 32-block, corr = -offset * sum(qx) per 32-block (row stride
-// cols/32). y row stride `rows`; rows past `rows` in the last panel are not written.
+// cols), dx one scale per 32-block, corr as above (vnni_corr_per_block values per
+// 32-block and row). y row stride `rows`; rows past `rows` in the last panel are not written.
 // Every output value is computed by the same sequence of operations whatever m or the
 // panel range (greedy decoding stays batch-invariant).
 void vnni_gemm(VnniWeights t, const uint8_t* packed, int64_t rows, int64_t cols, const int8_t* qx,

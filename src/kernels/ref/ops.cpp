@@ -13,6 +13,48 @@ namespace pagoda::kernels::ref {
 using formats::BlockQ4_0;
 using formats::BlockQ8_0;
 
+void unpack_k_block(TensorType type, const uint8_t* block, KBlock* out) {
+    if (type == TensorType::kQ6_K) {
+        const auto* b = reinterpret_cast<const formats::BlockQ6_K*>(block);
+        out->d = fp16_to_float(b->d);
+        out->dmin = 0.0f;
+        for (int j = 0; j < 16; ++j) out->sc[j] = b->scales[j];
+        for (int half = 0; half < 2; ++half) {
+            const uint8_t* ql = b->ql + 64 * half;
+            const uint8_t* qh = b->qh + 32 * half;
+            uint8_t* q = out->q + 128 * half;
+            for (int l = 0; l < 32; ++l) {
+                q[l] = uint8_t((ql[l] & 0x0f) | ((qh[l] & 3) << 4));
+                q[l + 32] = uint8_t((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
+                q[l + 64] = uint8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                q[l + 96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+            }
+        }
+        return;
+    }
+    PAGODA_CHECK(type == TensorType::kQ4_K || type == TensorType::kQ5_K)
+        << "unpack_k_block: not a K-quant: " << uint32_t(type);
+    const bool q5 = type == TensorType::kQ5_K;
+    // Q4_K and Q5_K share d, dmin and scales at the front; Q5_K adds qh before qs.
+    const auto* b4 = reinterpret_cast<const formats::BlockQ4_K*>(block);
+    const auto* b5 = reinterpret_cast<const formats::BlockQ5_K*>(block);
+    out->d = fp16_to_float(b4->d);
+    out->dmin = fp16_to_float(b4->dmin);
+    for (int j = 0; j < 8; ++j) formats::k_scale_min(j, b4->scales, &out->sc[j], &out->m[j]);
+    const uint8_t* qs = q5 ? b5->qs : b4->qs;
+    for (int c = 0; c < 4; ++c) {
+        for (int l = 0; l < 32; ++l) {
+            int lo = qs[32 * c + l] & 0x0f, hi = qs[32 * c + l] >> 4;
+            if (q5) {
+                lo |= ((b5->qh[l] >> (2 * c)) & 1) << 4;
+                hi |= ((b5->qh[l] >> (2 * c + 1)) & 1) << 4;
+            }
+            out->q[64 * c + l] = uint8_t(lo);
+            out->q[64 * c + 32 + l] = uint8_t(hi);
+        }
+    }
+}
+
 void dequantize_row(const WeightView& w, int64_t r, float* out) {
     const uint8_t* row = w.row(r);
     const int64_t n = w.cols;
@@ -43,6 +85,26 @@ void dequantize_row(const WeightView& w, int64_t r, float* out) {
                 for (int j = 0; j < 16; ++j) {
                     out[k * 32 + j] = d * float((b[k].qs[j] & 0x0f) - 8);
                     out[k * 32 + j + 16] = d * float((b[k].qs[j] >> 4) - 8);
+                }
+            }
+            return;
+        }
+        case TensorType::kQ4_K:
+        case TensorType::kQ5_K:
+        case TensorType::kQ6_K: {
+            const size_t bytes = formats::tensor_type_traits(uint32_t(w.type))->block_bytes;
+            KBlock kb;
+            for (int64_t k = 0; k < n / 256; ++k) {
+                unpack_k_block(w.type, row + size_t(k) * bytes, &kb);
+                float* o = out + k * 256;
+                if (w.type == TensorType::kQ6_K) {
+                    for (int e = 0; e < 256; ++e)
+                        o[e] = kb.d * float(kb.sc[e / 16]) * float(int(kb.q[e]) - 32);
+                } else {
+                    for (int e = 0; e < 256; ++e) {
+                        o[e] = kb.d * float(kb.sc[e / 32]) * float(kb.q[e]) -
+                               kb.dmin * float(kb.m[e / 32]);
+                    }
                 }
             }
             return;

@@ -8,8 +8,20 @@
 
 namespace pagoda::kernels::ref {
 
-// Dequantizes row r of w into out[w.cols]. Supports F32, F16, BF16, Q8_0, Q4_0.
+// Dequantizes row r of w into out[w.cols]. Supports F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+// Q5_K, Q6_K.
 void dequantize_row(const WeightView& w, int64_t r, float* out);
+
+// One K-quant super-block (Q4_K, Q5_K or Q6_K) unpacked: q[e] the unsigned quant of
+// weight e; Q4_K/Q5_K: w = d * sc[e / 32] * q[e] - dmin * m[e / 32] (sc, m for j < 8);
+// Q6_K: w = d * sc[e / 16] * (q[e] - 32) (sc for j < 16; dmin 0, m unused).
+struct KBlock {
+    uint8_t q[256];
+    float d = 0.0f, dmin = 0.0f;
+    int sc[16] = {};
+    int m[16] = {};
+};
+void unpack_k_block(TensorType type, const uint8_t* block, KBlock* out);
 // Quantizes n floats (n a multiple of the block size) into `type` (F32, F16, BF16, Q8_0,
 // Q4_0) at out, which holds the type's byte size for n elements.
 void quantize_row(TensorType type, const float* x, int64_t n, uint8_t* out);
