@@ -120,6 +120,29 @@ void add_model(CLI::App& app, std::function<int()>& action) {
     mk->add_option("--seed", f->seed, "Random seed")->capture_default_str();
     mk->add_option("-o,--output", f->out, "Output .gguf path")->required();
     mk->callback([f, &action] { action = [f] { return run_make_test(*f); }; });
+
+    struct PadFlags {
+        std::string in, out;
+        int dim = 256, ffn = 768;
+    };
+    auto pf = std::make_shared<PadFlags>();
+    CLI::App* pad = m->add_subcommand(
+        "pad",
+        "Write an F32 llama model zero-padded to a wider shape that computes the same "
+        "function (makes K-quantizable test models from the bundled one)");
+    pad->add_option("MODEL", pf->in, "F32 llama GGUF file")->required()->check(CLI::ExistingFile);
+    pad->add_option("--dim", pf->dim, "Model width (a multiple of the head dim)")
+        ->capture_default_str();
+    pad->add_option("--ffn", pf->ffn, "Feed-forward width")->capture_default_str();
+    pad->add_option("-o,--output", pf->out, "Output .gguf path")->required();
+    pad->callback([pf, &action] {
+        action = [pf] {
+            auto st = model::write_padded_model(pf->in, pf->dim, pf->ffn, pf->out);
+            if (!st.ok()) return fail(st.error());
+            std::fprintf(stderr, "wrote %s (dim %d, ffn %d)\n", pf->out.c_str(), pf->dim, pf->ffn);
+            return 0;
+        };
+    });
     add_render_chat(m, action);
 }
 

@@ -41,17 +41,8 @@ done
 if [ "$SERVING" = 1 ]; then MEASURES="$MEASURES,s1,s4,s16"; fi
 OUT=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$OUT"' EXIT
-# A copied tree can hold the libraries' symlinks as small files naming their target (the
-# loader then fails with "file too short"): run from a copy with the links made again.
-mkdir -p "$OUT/llama"
-for f in "$LLAMA"/*; do
-    t=$(basename "$f")
-    if [ ! -L "$f" ] && [ "$(stat -c %s "$f")" -lt 256 ] && [ -f "$LLAMA/$(head -c 255 "$f")" ]; then
-        ln -s "$(head -c 255 "$f")" "$OUT/llama/$t"
-    else
-        cp -p "$f" "$OUT/llama/$t"
-    fi
-done
+. scripts/llamacpp-lib.sh
+llamacpp_copy "$LLAMA" "$OUT/llama"
 LLAMA=$OUT/llama
 
 # measure NAME -> prints "prompt gen depth" for the bench-style measures.

@@ -112,6 +112,37 @@ TEST(Gguf, RejectsBadMagicVersionAndHugeCounts) {
     EXPECT_NE(g.error().message.find("metadata count"), std::string::npos);
 }
 
+// K-quant tensors: rows must be whole 256-weight super-blocks, and the data must lie in
+// the file; both errors name the tensor.
+TEST(Gguf, KQuantBlockSizeAndTruncationNameTheTensor) {
+    {
+        GgufWriter w;
+        w.add_tensor("blk.0.ffn_up.weight", TensorType::kQ4_K, {256, 2},
+                     std::vector<uint8_t>(144 * 2));
+        auto bytes = w.serialize();
+        // dims[0] after the header (24), the name (8 + 19) and the dim count (4)
+        const size_t dim0 = 24 + 8 + 19 + 4;
+        ASSERT_EQ(bytes[dim0 + 1], 1);  // 256, little-endian
+        bytes[dim0] = 100;
+        bytes[dim0 + 1] = 0;
+        auto g = GgufFile::parse(bytes, "f");
+        ASSERT_FALSE(g.ok());
+        EXPECT_NE(g.error().message.find("tensor 'blk.0.ffn_up.weight' row length 100 is not a "
+                                         "multiple of the Q4_K block size 256"),
+                  std::string::npos)
+            << g.error().message;
+    }
+    GgufWriter w;
+    w.add_tensor("output.weight", TensorType::kQ6_K, {256, 4}, std::vector<uint8_t>(210 * 4));
+    auto bytes = w.serialize();
+    bytes.resize(bytes.size() - 300);  // the last rows are cut off
+    auto g = GgufFile::parse(bytes, "f");
+    ASSERT_FALSE(g.ok());
+    EXPECT_NE(g.error().message.find("tensor 'output.weight' data"), std::string::npos)
+        << g.error().message;
+    EXPECT_NE(g.error().message.find("truncated"), std::string::npos) << g.error().message;
+}
+
 TEST(Gguf, RejectsUnknownTensorType) {
     GgufWriter w;
     w.add_tensor("t", TensorType::kF32, {2}, f32_bytes({1, 2}));

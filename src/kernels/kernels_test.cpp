@@ -105,7 +105,7 @@ TEST(Kernels, KQuantReferenceMatchesHandComputedValues) {
         std::vector<float> out(256);
         ref::dequantize_row(w, 0, out.data());
         EXPECT_EQ(out[163], 1.0f * 37 * 10 - 0.5f * 50);  // 345
-        EXPECT_EQ(out[131], 0.0f);  // same byte's low nibble (sub-block 4: sc 0, m 0)
+        EXPECT_EQ(out[131], 0.0f);    // same byte's low nibble (sub-block 4: sc 0, m 0)
         EXPECT_EQ(out[162], -25.0f);  // q 0 in sub-block 5: the min alone
     }
     {  // Q5_K weight 100: chunk 1, high nibble of qs[36], fifth bit = bit 3 of qh[4]
@@ -141,11 +141,11 @@ TEST(Kernels, KQuantReferenceMatchesHandComputedValues) {
     }
 }
 
-// The K-quant VNNI kernels compute exact integer dots of the weights' quants with Q8_K
-// activations (as llama.cpp does): against the reference on the dequantized activations
-// they agree to float rounding. Shapes: two super-blocks, row counts around the 32-row
+// The K-quant VNNI kernels compute exact integer dots of the weights' quants with the
+// 8-bit activations: against the reference on the dequantized activations they agree to
+// float rounding. Shapes: two super-blocks, row counts around the 32-row
 // panel, activation rows around the 4- and 6-row passes.
-TEST(Kernels, KQuantKernelsEqualReferenceOnQ8KActivations) {
+TEST(Kernels, KQuantKernelsEqualReferenceOnQuantizedActivations) {
     if (!cpu::have_avx512_vnni()) GTEST_SKIP() << "no AVX-512 VNNI: K-quants run dequantized";
     for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
         for (int64_t rows : {16, 40, 70}) {
@@ -162,7 +162,7 @@ TEST(Kernels, KQuantKernelsEqualReferenceOnQ8KActivations) {
                 std::vector<int8_t> q(static_cast<size_t>(cols));
                 std::vector<float> d(static_cast<size_t>(cols / 32));
                 for (int i = 0; i < m; ++i) {
-                    cpu::quantize_q8_k(x.data() + i * cols, int(cols), q.data(), d.data());
+                    cpu::quantize_q8(x.data() + i * cols, int(cols), q.data(), d.data());
                     for (int64_t c = 0; c < cols; ++c)
                         xq[size_t(i * cols + c)] = d[size_t(c / 32)] * float(q[size_t(c)]);
                 }
@@ -175,30 +175,6 @@ TEST(Kernels, KQuantKernelsEqualReferenceOnQ8KActivations) {
             }
         }
     }
-}
-
-// llama.cpp's Q8_K rule: iscale = -127 / (the value of largest magnitude, signed),
-// q = min(127, round(iscale x)), d = 1 / iscale; one scale per 256 values.
-TEST(Kernels, QuantizeQ8KFollowsTheQ8KRule) {
-    auto x = randn(512, 3);
-    x[77] = -9.0f;   // block 0: largest magnitude negative, d > 0
-    x[300] = 11.0f;  // block 1: positive, d < 0
-    std::vector<int8_t> q(512);
-    std::vector<float> d(16);
-    cpu::quantize_q8_k(x.data(), 512, q.data(), d.data());
-    EXPECT_EQ(q[77], -127);
-    EXPECT_EQ(q[300], -127);
-    EXPECT_FLOAT_EQ(d[0], 9.0f / 127.0f);
-    EXPECT_FLOAT_EQ(d[8], -11.0f / 127.0f);
-    for (int b = 0; b < 8; ++b) EXPECT_EQ(d[size_t(b)], d[0]);
-    for (int j = 0; j < 512; ++j) {
-        const float iscale = j < 256 ? -127.0f / -9.0f : -127.0f / 11.0f;
-        EXPECT_EQ(q[size_t(j)], int8_t(std::min(127L, std::lrintf(iscale * x[size_t(j)])))) << j;
-    }
-    std::vector<float> zeros(256, 0.0f);
-    cpu::quantize_q8_k(zeros.data(), 256, q.data(), d.data());
-    EXPECT_EQ(d[0], 0.0f);
-    EXPECT_EQ(q[5], 0);
 }
 
 class MatmulVsRef : public ::testing::TestWithParam<std::tuple<TensorType, int>> {};

@@ -187,7 +187,7 @@ TEST(Model, RejectsUnknownArchitectureAndTensorType) {
     EXPECT_NE(m.error().message.find("architecture 'gpt-j' is not supported"), std::string::npos)
         << m.error().message;
 
-    // A Q4_K tensor: known to GGUF, not computed yet.
+    // A Q5_0 tensor: known to GGUF, not computed yet.
     const std::string good = write_model("tiny-gqa", formats::TensorType::kF32, 5);
     auto f = MappedFile::open(good);
     ASSERT_TRUE(f.ok());
@@ -197,18 +197,20 @@ TEST(Model, RejectsUnknownArchitectureAndTensorType) {
     for (const auto& [k, v] : g->metadata()) w2.add(k, v);
     for (const auto& t : g->tensors()) {
         if (t.name == "blk.0.ffn_up.weight") {
-            w2.add_tensor(t.name, formats::TensorType::kQ4_K, {256, t.dims[1]},
-                          std::vector<uint8_t>(144 * t.dims[1]));
+            w2.add_tensor(t.name, formats::TensorType::kQ5_0, t.dims,
+                          std::vector<uint8_t>(22 * t.dims[0] / 32 * t.dims[1]));
         } else {
             w2.add_tensor(t.name, t.type, t.dims,
                           std::vector<uint8_t>(t.data.begin(), t.data.end()));
         }
     }
-    const std::string p2 = ::testing::TempDir() + "/pagoda_q4k.gguf";
+    const std::string p2 = ::testing::TempDir() + "/pagoda_q5_0.gguf";
     ASSERT_TRUE(w2.write(p2).ok());
     m = Model::load(p2);
     ASSERT_FALSE(m.ok());
-    EXPECT_NE(m.error().message.find("'blk.0.ffn_up.weight'"), std::string::npos)
+    EXPECT_NE(m.error().message.find("'blk.0.ffn_up.weight' has type Q5_0, which is not "
+                                     "supported yet"),
+              std::string::npos)
         << m.error().message;
 }
 

@@ -186,4 +186,78 @@ Status write_test_model(const TestModelOptions& o,
     return w.write(o.output_path, progress);
 }
 
+namespace {
+// Tensor t (F32, 1-D or 2-D) times `scale` as the top-left corner of a zero tensor of
+// `dims`.
+std::vector<uint8_t> padded_f32(const formats::GgufTensorInfo& t, const std::vector<uint64_t>& dims,
+                                float scale) {
+    const uint64_t cols_s = t.dims[0], rows_s = t.dims.size() == 2 ? t.dims[1] : 1;
+    const uint64_t cols = dims[0], rows = dims.size() == 2 ? dims[1] : 1;
+    std::vector<float> out(size_t(cols * rows), 0.0f);
+    const auto* in = reinterpret_cast<const float*>(t.data.data());
+    for (uint64_t r = 0; r < rows_s; ++r) {
+        for (uint64_t c = 0; c < cols_s; ++c)
+            out[size_t(r * cols + c)] = in[r * cols_s + c] * scale;
+    }
+    std::vector<uint8_t> bytes(out.size() * 4);
+    std::memcpy(bytes.data(), out.data(), bytes.size());
+    return bytes;
+}
+}  // namespace
+
+Status write_padded_model(const std::string& src_path, int dim, int ffn_dim,
+                          const std::string& output_path) {
+    PAGODA_ASSIGN_OR_RETURN(MappedFile f, MappedFile::open(src_path));
+    PAGODA_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::parse(f.bytes(), src_path));
+    auto num = [&](const std::string& key) -> int64_t {
+        const formats::GgufValue* v = g.find("llama." + key);
+        return v && v->as_int() ? *v->as_int() : 0;
+    };
+    const int64_t dim_s = num("embedding_length"), ffn_s = num("feed_forward_length"),
+                  heads_s = num("attention.head_count"), kv_s = num("attention.head_count_kv");
+    const formats::GgufValue* arch = g.find("general.architecture");
+    if (!arch || arch->s != "llama" || dim_s <= 0 || heads_s <= 0 || kv_s <= 0 || ffn_s <= 0)
+        return make_error(ErrorCode::kInvalidArgument, "{}: not a llama model", src_path);
+    const int64_t hd = dim_s / heads_s;
+    if (dim < dim_s || ffn_dim < ffn_s || dim % hd != 0 || (dim / hd) * kv_s % heads_s != 0) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "cannot pad {} (dim {}, ffn {}, head dim {}) to dim {}, ffn {}: both "
+                          "must be at least the model's, dim a multiple of the head dim",
+                          src_path, dim_s, ffn_s, hd, dim, ffn_dim);
+    }
+    const int64_t heads = dim / hd, kv = heads * kv_s / heads_s;
+    const float eps_scale = float(dim_s) / float(dim);
+    formats::GgufWriter w;
+    for (const auto& [key, value] : g.metadata()) {
+        formats::GgufValue v = value;
+        if (key == "llama.embedding_length") v.u = uint64_t(dim), v.i = dim;
+        if (key == "llama.feed_forward_length") v.u = uint64_t(ffn_dim), v.i = ffn_dim;
+        if (key == "llama.attention.head_count") v.u = uint64_t(heads), v.i = heads;
+        if (key == "llama.attention.head_count_kv") v.u = uint64_t(kv), v.i = kv;
+        if (key == "llama.attention.layer_norm_rms_epsilon") v.f *= double(eps_scale);
+        w.add(key, v);
+    }
+    if (!g.find("llama.rope.dimension_count"))
+        w.add_u32("llama.rope.dimension_count", uint32_t(hd));
+    auto widen = [&](uint64_t n) -> uint64_t {
+        if (n == uint64_t(dim_s)) return uint64_t(dim);
+        if (n == uint64_t(ffn_s)) return uint64_t(ffn_dim);
+        if (n == uint64_t(kv_s * hd)) return uint64_t(kv * hd);
+        return n;  // the vocabulary
+    };
+    for (const auto& t : g.tensors()) {
+        if (t.type != TensorType::kF32 || t.dims.empty() || t.dims.size() > 2) {
+            return make_error(ErrorCode::kUnsupported,
+                              "{}: tensor '{}' is not an F32 vector or matrix", src_path, t.name);
+        }
+        std::vector<uint64_t> dims;
+        for (uint64_t d : t.dims) dims.push_back(widen(d));
+        // RMS over the wider vector is sqrt(dim_s / dim) of the narrow one's: norm weights
+        // (the vectors) make up for it.
+        const float scale = t.dims.size() == 1 ? std::sqrt(eps_scale) : 1.0f;
+        w.add_tensor(t.name, TensorType::kF32, dims, padded_f32(t, dims, scale));
+    }
+    return w.write(output_path);
+}
+
 }  // namespace pagoda::model

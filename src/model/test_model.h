@@ -38,4 +38,12 @@ struct TestModelOptions {
 Status write_test_model(const TestModelOptions& opts,
                         const std::function<void(size_t, size_t)>& progress = {});
 
+// Writes `src` (an F32 llama model) zero-padded to a wider shape that computes the same
+// function: dim and ffn grow (more heads of the same head dim, the same GQA ratio), new
+// rows and columns are zero, norm weights and eps are rescaled for the wider RMS. Makes
+// a trained model whose matrices llama-quantize can write as K-quants (rows of
+// multiples of 256) from the bundled 64-wide one.
+Status write_padded_model(const std::string& src_path, int dim, int ffn_dim,
+                          const std::string& output_path);
+
 }  // namespace pagoda::model

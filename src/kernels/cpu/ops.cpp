@@ -69,29 +69,6 @@ void adopt_num_threads() {
     if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);
 }
 
-void quantize_q8_k(const float* x, int n, int8_t* q, float* d) {
-    for (int k = 0; k < n / 256; ++k) {
-        const float* xb = x + k * 256;
-        float amax = 0.0f, mx = 0.0f;  // the value of largest magnitude, with its sign
-        for (int j = 0; j < 256; ++j) {
-            if (std::fabs(xb[j]) > amax) {
-                amax = std::fabs(xb[j]);
-                mx = xb[j];
-            }
-        }
-        float dk = 0.0f;
-        if (amax == 0.0f) {
-            std::memset(q + k * 256, 0, 256);
-        } else {
-            const float iscale = -127.0f / mx;
-            for (int j = 0; j < 256; ++j)
-                q[k * 256 + j] = int8_t(std::min(127L, std::lrintf(iscale * xb[j])));
-            dk = 1.0f / iscale;
-        }
-        for (int b = 0; b < 8; ++b) d[k * 8 + b] = dk;
-    }
-}
-
 void matmul(const WeightView& w, const float* x, int m, float* y) {
     if (formats::is_k_quant(w.type) && have_avx512_vnni() && !force_portable_kernels()) {
         auto q = QuantMatmul::create(w);
@@ -186,9 +163,11 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
 #pragma omp parallel for schedule(static) if (m > 1)
     for (int i = 0; i < m; ++i) {
         int8_t* qi = qx.data() + size_t(i) * size_t(cols_);
-        // K-quant weights take llama.cpp's Q8_K activations (one scale per 256 values).
-        (vnni_is_k(vt) ? quantize_q8_k : quantize_q8)(x + size_t(i) * size_t(cols_), int(cols_),
-                                                      qi, dx.data() + size_t(i) * size_t(nb));
+        // One scale per 32 values for every weight type. llama.cpp takes one per 256 for
+        // K-quants (Q8_K); per 32 is finer, and closer to llama.cpp's own greedy outputs
+        // on the K-quant parity files (tests/generate_test.cpp, docs/performance.md).
+        quantize_q8(x + size_t(i) * size_t(cols_), int(cols_), qi,
+                    dx.data() + size_t(i) * size_t(nb));
         if (use_vnni_) vnni_corrections(vt, qi, cols_, corr.data() + size_t(i) * corr_row);
     }
     if (use_vnni_) {
@@ -203,8 +182,8 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
                     : panels;
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t c = 0; c < ranges; ++c) {
-            vnni_gemm(vt, packed_.data(), rows_, cols_, qx.data(), dx.data(),
-                      corr.data(), m, y, panels * c / ranges, panels * (c + 1) / ranges);
+            vnni_gemm(vt, packed_.data(), rows_, cols_, qx.data(), dx.data(), corr.data(), m, y,
+                      panels * c / ranges, panels * (c + 1) / ranges);
         }
         return;
     }

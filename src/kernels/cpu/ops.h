@@ -65,10 +65,6 @@ double measure_read_bandwidth(size_t bytes = size_t(256) << 20, int reps = 3);
 double spin_pool(const std::function<bool()>& done, double* cpu_s = nullptr);
 // Quantizes x[n] (n % 32 == 0) to int8 with one float scale per 32 values.
 void quantize_q8(const float* x, int n, int8_t* q, float* d);
-// As llama.cpp's Q8_K (the activations of K-quant dot products): one scale per 256 values
-// (n % 256 == 0), d = max / -127 of the value of largest magnitude; d is written once per
-// 32 values (eight equal scales a block) so the kernels read it like quantize_q8's.
-void quantize_q8_k(const float* x, int n, int8_t* q, float* d);
 
 // Q8_0/Q4_0 (and, with AVX-512 VNNI only, Q4_K/Q5_K/Q6_K) matmul with weights repacked
 // once: on CPUs with AVX-512 VNNI into 32-row panels for vpdpbusd (quant_vnni.h);

@@ -53,8 +53,7 @@ void pack_k_panel(VnniWeights t, const uint8_t* const* src_rows, int valid_rows,
     const size_t sb_bytes = vnni_panel_superblock_bytes(t);
     const size_t header = t == VnniWeights::kQ6_K ? 128 : 256;
     const size_t block_bytes = (sb_bytes - header) / 8;
-    const size_t src_bytes =
-        formats::tensor_type_traits(uint32_t(tensor_type_of(t)))->block_bytes;
+    const size_t src_bytes = formats::tensor_type_traits(uint32_t(tensor_type_of(t)))->block_bytes;
     std::memset(dst, 0, vnni_panel_bytes(t, cols));  // rows past valid_rows: all zero
     ref::KBlock kb;
     for (int64_t s = 0; s < cols / 256; ++s) {
@@ -141,7 +140,8 @@ PAGODA_VNNI inline __m512i bcast4(const int8_t* p) {
 
 // Writes the panel's 32 output rows (fewer in the last panel) for N activation rows.
 template <int N>
-PAGODA_VNNI inline void store_panel(const Gemm& g, int64_t panel, int i0, const __m512 (&out)[2][N]) {
+PAGODA_VNNI inline void store_panel(const Gemm& g, int64_t panel, int i0,
+                                    const __m512 (&out)[2][N]) {
     for (int h = 0; h < 2; ++h) {
         const int64_t r0 = panel * kVnniPanelRows + h * 16;
         const int64_t valid = std::min<int64_t>(16, g.rows - r0);
@@ -299,14 +299,14 @@ PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
                 const __m128i s1 =
                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 32 + 16 * h));
                 if constexpr (kQ6) {
-                    const __m512 slo = _mm512_mul_ps(
-                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s0)), d[h]);
-                    const __m512 shi = _mm512_mul_ps(
-                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s1)), d[h]);
+                    const __m512 slo =
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s0)), d[h]);
+                    const __m512 shi =
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s1)), d[h]);
                     for (int i = 0; i < N; ++i) {
-                        const __m512 v = _mm512_fmadd_ps(
-                            _mm512_cvtepi32_ps(acc[h][0][i]), slo,
-                            _mm512_mul_ps(_mm512_cvtepi32_ps(acc[h][1][i]), shi));
+                        const __m512 v =
+                            _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[h][0][i]), slo,
+                                            _mm512_mul_ps(_mm512_cvtepi32_ps(acc[h][1][i]), shi));
                         out[h][i] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx[i][b]), out[h][i]);
                     }
                 } else {
@@ -317,8 +317,8 @@ PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
                     for (int i = 0; i < N; ++i) {
                         const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[h][0][i]), ws);
                         out[h][i] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx[i][b]), out[h][i]);
-                        out[h][i] = _mm512_fnmadd_ps(
-                            wm, _mm512_set1_ps(dx[i][b] * float(cr[i][b])), out[h][i]);
+                        out[h][i] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(dx[i][b] * float(cr[i][b])),
+                                                     out[h][i]);
                     }
                 }
             }

@@ -37,9 +37,8 @@ enum class VnniWeights { kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
 //   Q5_K: Q8_0's byte vectors (q in 0..31), then sc[32], m[32]; 8960 bytes;
 //   Q6_K: Q8_0's byte vectors (q in 0..63), then sc[32] of columns 0-15 and sc[32] of
 //         columns 16-31 (int8): w = d sc (q - 32); 8832 bytes.
-// Scales stay integers as in the file and are multiplied by d in f32 (as ggml does), so
-// the integer dot products equal llama.cpp's when the activations are quantized the
-// same way (quantize_q8_k).
+// Scales stay integers as in the file and are multiplied by d in f32 (as ggml does); the
+// dot products of the quants with the int8 activations are exact.
 constexpr bool vnni_is_k(VnniWeights t) { return t >= VnniWeights::kQ4_K; }
 constexpr size_t vnni_panel_block_bytes(VnniWeights t) {  // per 32 columns (32-block types)
     return t == VnniWeights::kQ8_0 ? 1088 : 576;
