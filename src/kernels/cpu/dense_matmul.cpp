@@ -1,6 +1,9 @@
 // oneDNN matmul with weights packed once. oneDNN's C++ API throws dnnl::error: every
 // call into it is wrapped here, so nothing escapes to the data path.
+#include <omp.h>
+
 #include <algorithm>
+#include <cstring>
 #include <dnnl.hpp>
 #include <map>
 #include <mutex>
@@ -9,7 +12,9 @@
 #include "base/check.h"
 #include "base/half.h"
 #include "base/huge_buffer.h"
+#include "kernels/cpu/half_panels.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd_dispatch.h"
 #include "kernels/ref/ops.h"
 
 namespace pagoda::kernels::cpu {
@@ -45,6 +50,12 @@ int DenseMatmul::bucket(int m) {
 
 struct DenseMatmul::Impl {
     int64_t n = 0, k = 0;
+    // F16/BF16: the file's 16-bit rows, computed by half_rows (f32 products and sums)
+    // instead of oneDNN: decode streams 2 bytes a weight, and oneDNN 2.6 has no f16 on
+    // these CPUs (its f32 copy of an F16 file doubled the bytes read).
+    bool half = false, bf16 = false;
+    bool panels = false;  // AVX-512: 16-row panels (half_panels.h); else plain rows
+    HugeBuffer half_rows;
     dnnl::memory::data_type wtype = dnnl::memory::data_type::f32;
     dnnl::memory::desc packed_desc;
     HugeBuffer packed_buf;  // owns the packed weights (huge pages)
@@ -76,7 +87,9 @@ DenseMatmul::DenseMatmul() : impl_(std::make_unique<Impl>()) {}
 DenseMatmul::~DenseMatmul() = default;
 int64_t DenseMatmul::rows() const { return impl_->n; }
 int64_t DenseMatmul::cols() const { return impl_->k; }
-size_t DenseMatmul::packed_bytes() const { return impl_->packed_desc.get_size(); }
+size_t DenseMatmul::packed_bytes() const {
+    return impl_->half ? impl_->half_rows.size() : impl_->packed_desc.get_size();
+}
 
 Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
     using dt = dnnl::memory::data_type;
@@ -85,6 +98,25 @@ Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
     Impl& im = *mm->impl_;
     im.n = w.rows;
     im.k = w.cols;
+    if (w.type == TensorType::kF16 || w.type == TensorType::kBF16) {
+        im.half = true;
+        im.bf16 = w.type == TensorType::kBF16;
+        im.panels = have_avx512_half() && !force_portable_kernels();
+        const int64_t panels = (w.rows + kHalfPanelRows - 1) / kHalfPanelRows;
+        const size_t bytes =
+            im.panels ? half_panel_bytes(w.cols) * size_t(panels) : size_t(w.rows * w.cols) * 2;
+        PAGODA_ASSIGN_OR_RETURN(im.half_rows, HugeBuffer::allocate(bytes));
+        const auto* src = reinterpret_cast<const uint16_t*>(w.data);
+        auto* dst = reinterpret_cast<uint16_t*>(im.half_rows.data());
+        if (!im.panels) {
+            std::memcpy(dst, src, bytes);
+            return mm;
+        }
+#pragma omp parallel for schedule(static)
+        for (int64_t p = 0; p < panels; ++p)
+            pack_half_panel(src, w.rows, w.cols, p, dst + size_t(p) * half_panel_bytes(w.cols) / 2);
+        return mm;
+    }
     try {
         // Source weights as [k][n] with n-major storage ("ba"): ggml rows are output features.
         std::vector<uint16_t> tmp16;
@@ -131,6 +163,7 @@ Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
 
 int DenseMatmul::prepare(int max_m) const {
     int made = 0;
+    if (impl_->half) return 0;
     try {
         for (int m = 1; m <= bucket(max_m); m = bucket(m + 1)) {
             impl_->prim(m);
@@ -146,6 +179,33 @@ void DenseMatmul::run(const float* x, int m, float* y) const {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     const Impl& im = *impl_;
+    if (im.half && im.panels) {
+        const auto* w = reinterpret_cast<const uint16_t*>(im.half_rows.data());
+        const int64_t panels = (im.n + kHalfPanelRows - 1) / kHalfPanelRows;
+        // Decode: a few ranges of panels per thread, handed out dynamically (as
+        // QuantMatmul); larger batches: two panels per task.
+        const int64_t ranges = m <= 64
+                                   ? std::min<int64_t>(panels, int64_t(omp_get_max_threads()) * 4)
+                                   : (panels + 1) / 2;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t c = 0; c < ranges; ++c) {
+            int64_t p0 = panels * c / ranges, p1 = panels * (c + 1) / ranges;
+            half_panels_gemm(w, im.bf16, im.n, im.k, x, m, y, p0, p1);
+        }
+        return;
+    }
+    if (im.half) {
+        const auto* w = reinterpret_cast<const uint16_t*>(im.half_rows.data());
+        // Decode streams the rows: a few ranges per thread, handed out dynamically (as
+        // QuantMatmul); larger batches in 64-row chunks.
+        const int64_t chunk =
+            m <= 4 ? std::max<int64_t>(16, im.n / (omp_get_max_threads() * 4)) : 64;
+        const int64_t chunks = (im.n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t c = 0; c < chunks; ++c)
+            half_rows(w, im.bf16, im.n, im.k, x, m, y, c * chunk, std::min(im.n, (c + 1) * chunk));
+        return;
+    }
     // Batches run in buckets (padded with zero rows) so a bounded set of primitives,
     // created at warmup, serves every batch size; rows never mix, so a row's result
     // does not depend on the batch.

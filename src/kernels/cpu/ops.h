@@ -87,8 +87,9 @@ class QuantMatmul {
     HugeBuffer packed_;
 };
 
-// Dense (F32/F16/BF16) matmul through oneDNN with weights packed once at creation.
-// One primitive per batch size, built on first use and cached. run() is thread-safe.
+// Dense matmul: F32 through oneDNN with weights packed once at creation (one primitive
+// per batch bucket, built on first use and cached); F16/BF16 on a copy of the file's
+// 16-bit rows with SIMD dot products in f32 (half_rows). run() is thread-safe.
 class DenseMatmul {
   public:
     static Result<std::unique_ptr<DenseMatmul>> create(const WeightView& w);

@@ -329,6 +329,67 @@ void HalfToF32(const uint16_t* in, bool bf16, int n, float* out) {
     }
 }
 
+// One weight row of 16-bit floats (f16 or bf16) dotted with N activation rows: each
+// weight vector is converted once and used N times; two accumulators per activation
+// row. Each output's operations do not depend on N (batch-invariant).
+template <int N, class D>
+HWY_INLINE void HalfRowDot(D df, const uint16_t* w, bool bf16, int64_t cols, const float* const* x,
+                           float* out) {
+    const int64_t L = int64_t(hn::Lanes(df));
+    const hn::Rebind<uint16_t, D> du16;
+    const hn::Rebind<uint32_t, D> du32;
+    const hn::Rebind<hwy::float16_t, D> dh;
+    auto load = [&](int64_t c) {
+        if (bf16)
+            return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, w + c))));
+        return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w + c)));
+    };
+    decltype(hn::Zero(df)) a0[N], a1[N];
+    for (int i = 0; i < N; ++i) a0[i] = a1[i] = hn::Zero(df);
+    int64_t c = 0;
+    for (; c + 2 * L <= cols; c += 2 * L) {
+        const auto w0 = load(c), w1 = load(c + L);
+        for (int i = 0; i < N; ++i) {
+            a0[i] = hn::MulAdd(w0, hn::LoadU(df, x[i] + c), a0[i]);
+            a1[i] = hn::MulAdd(w1, hn::LoadU(df, x[i] + c + L), a1[i]);
+        }
+    }
+    for (int i = 0; i < N; ++i) {
+        float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(a0[i], a1[i])));
+        for (int64_t k = c; k < cols; ++k)
+            s += (bf16 ? bf16_to_float(w[k]) : fp16_to_float(w[k])) * x[i][k];
+        out[i] = s;
+    }
+}
+
+// y[i][r] for rows [r0, r1) of a [rows][cols] 16-bit matrix, m activation rows, in
+// groups of up to 4 activation rows over tiles of 16 weight rows (the tile stays in L2
+// while the groups pass over it).
+void HalfRows(const uint16_t* w, bool bf16, int64_t rows, int64_t cols, const float* x, int m,
+              float* y, int64_t r0, int64_t r1) {
+    const hn::ScalableTag<float> df;
+    constexpr int64_t kTile = 16;
+    for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
+        const int64_t t1 = std::min(r1, t0 + kTile);
+        for (int i0 = 0; i0 < m; i0 += 4) {
+            const int n = std::min(4, m - i0);
+            const float* xs[4];
+            for (int i = 0; i < n; ++i) xs[i] = x + size_t(i0 + i) * size_t(cols);
+            for (int64_t r = t0; r < t1; ++r) {
+                const uint16_t* wr = w + size_t(r) * size_t(cols);
+                float out[4];
+                switch (n) {
+                    case 4: HalfRowDot<4>(df, wr, bf16, cols, xs, out); break;
+                    case 3: HalfRowDot<3>(df, wr, bf16, cols, xs, out); break;
+                    case 2: HalfRowDot<2>(df, wr, bf16, cols, xs, out); break;
+                    default: HalfRowDot<1>(df, wr, bf16, cols, xs, out); break;
+                }
+                for (int i = 0; i < n; ++i) y[size_t(i0 + i) * size_t(rows) + size_t(r)] = out[i];
+            }
+        }
+    }
+}
+
 const char* TargetHere() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
@@ -350,6 +411,7 @@ HWY_EXPORT(ScoreRows);
 HWY_EXPORT(WeightedRows);
 HWY_EXPORT(QuantRows);
 HWY_EXPORT(HalfToF32);
+HWY_EXPORT(HalfRows);
 HWY_EXPORT(TargetHere);
 
 float dot_f32(const float* a, const float* b, int n) {
@@ -381,6 +443,10 @@ void weighted_rows(const float* p, const float* v, int n, int hd, float* out) {
 }
 void half_to_f32(const uint16_t* in, bool bf16, int n, float* out) {
     HWY_DYNAMIC_DISPATCH(HalfToF32)(in, bf16, n, out);
+}
+void half_rows(const uint16_t* w, bool bf16, int64_t rows, int64_t cols, const float* x, int m,
+               float* y, int64_t r0, int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(HalfRows)(w, bf16, rows, cols, x, m, y, r0, r1);
 }
 const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetHere)(); }
 }  // namespace pagoda::kernels::cpu
