@@ -70,11 +70,13 @@ int run_info(const std::string& path) {
 struct MakeTestFlags {
     std::string shape, dtype = "f32", vocab = default_model_path(), out;
     uint64_t seed = 1;
+    int context = 0;
 };
 
 int run_make_test(const MakeTestFlags& f) {
     auto shape = model::find_shape(f.shape);
     if (!shape.ok()) return fail(shape.error());
+    if (f.context > 0) shape->context_length = f.context;
     auto type = formats::parse_tensor_type(f.dtype);
     if (!type) {
         return fail(make_error(
@@ -118,6 +120,10 @@ void add_model(CLI::App& app, std::function<int()>& action) {
         ->capture_default_str()
         ->check(CLI::ExistingFile);
     mk->add_option("--seed", f->seed, "Random seed")->capture_default_str();
+    mk->add_option("--context", f->context,
+                   "Context length written to the file (default: the shape's), e.g. 16384 to "
+                   "measure long contexts on a 2048-context shape")
+        ->check(CLI::Range(1, 1 << 20));
     mk->add_option("-o,--output", f->out, "Output .gguf path")->required();
     mk->callback([f, &action] { action = [f] { return run_make_test(*f); }; });
 

@@ -65,4 +65,8 @@ void MappedFile::prefault() const {
     (void)sink;
 }
 
+void MappedFile::release_pages() const {
+    if (data_) madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
 }  // namespace pagoda

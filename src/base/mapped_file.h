@@ -25,6 +25,10 @@ class MappedFile {
     const std::string& path() const { return path_; }
     // Touches every page so later reads do not fault (used by warmup).
     void prefault() const;
+    // Drops this process's mapping of the pages (madvise MADV_DONTNEED): they stop
+    // counting as its resident memory, stay in the page cache, and fault back in when
+    // read again. For a model whose weights were copied into packed buffers.
+    void release_pages() const;
 
   private:
     const uint8_t* data_ = nullptr;

@@ -65,6 +65,9 @@ Result<std::unique_ptr<Model>> Model::load_on_this_thread(const std::string& pat
                           "{}: the file has no tensors (a vocab-only file cannot generate)", path);
     }
     PAGODA_ASSIGN_OR_RETURN(m->weights_, Weights::load(g, *m->arch_, m->cfg_, opts.pack));
+    // The fast path reads the packed copies; what still reads the file (the embedding
+    // rows of the tokens seen, the reference forward) faults its pages back in.
+    if (opts.pack == Weights::Pack::kYes) m->file_.release_pages();
     if (!m->weights_.rope_freqs.empty()) m->cfg_.rope.freq_factors = m->weights_.rope_freqs.data();
     if (arch == "mistral") {
         const int64_t window = g.get_int_or("mistral.attention.sliding_window", 0);

@@ -29,23 +29,33 @@ formats::TensorType tensor_type_of(VnniWeights t) {
 
 // One 32-block's values and sub-block scales of row r (lane r % 16 of half r / 16).
 void pack_k_block(VnniWeights t, const ref::KBlock& kb, int b, int r, uint8_t* vb) {
+    const uint8_t* q = kb.q + 32 * b;
+    if (t == VnniWeights::kQ6_K) {  // low nibbles as Q4_0, the two high bits in a plane
+        uint8_t* lane = vb + (r / 16) * 256 + (r % 16) * 4;
+        uint8_t* hi = vb + 512 + (r / 16) * 128 + (r % 16) * 4;
+        for (int k = 0; k < 4; ++k) {
+            for (int j = 0; j < 4; ++j) {
+                const int c = 4 * k + j;
+                lane[k * 64 + j] = uint8_t((q[c] & 15) | ((q[16 + c] & 15) << 4));
+                hi[j] = uint8_t(hi[j] | ((q[c] >> 4) << (2 * k)));
+                hi[64 + j] = uint8_t(hi[64 + j] | ((q[16 + c] >> 4) << (2 * k)));
+            }
+        }
+        vb[768 + r] = uint8_t(int8_t(kb.sc[2 * b]));
+        vb[768 + 32 + r] = uint8_t(int8_t(kb.sc[2 * b + 1]));
+        return;
+    }
     const bool q4 = t == VnniWeights::kQ4_K;
     const int vectors = q4 ? 4 : 8;
     uint8_t* lane = vb + (r / 16) * vectors * 64 + (r % 16) * 4;
-    const uint8_t* q = kb.q + 32 * b;
     for (int k = 0; k < vectors; ++k) {
         for (int j = 0; j < 4; ++j) {
             lane[k * 64 + j] = q4 ? uint8_t(q[4 * k + j] | (q[16 + 4 * k + j] << 4)) : q[4 * k + j];
         }
     }
     uint8_t* sc = vb + 2 * vectors * 64;
-    if (t == VnniWeights::kQ6_K) {
-        sc[r] = uint8_t(int8_t(kb.sc[2 * b]));
-        sc[32 + r] = uint8_t(int8_t(kb.sc[2 * b + 1]));
-    } else {
-        sc[r] = uint8_t(kb.sc[b]);
-        sc[32 + r] = uint8_t(kb.m[b]);
-    }
+    sc[r] = uint8_t(kb.sc[b]);
+    sc[32 + r] = uint8_t(kb.m[b]);
 }
 
 void pack_k_panel(VnniWeights t, const uint8_t* const* src_rows, int valid_rows, int64_t cols,
@@ -233,7 +243,7 @@ PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
     constexpr bool kQ4 = T == VnniWeights::kQ4_K, kQ6 = T == VnniWeights::kQ6_K;
     constexpr int kVectors = kQ4 ? 4 : 8;  // per half of a block
     constexpr size_t kHeader = kQ6 ? 128 : 256, kHalf = size_t(kVectors) * 64,
-                     kBlockBytes = 2 * kHalf + 64;
+                     kScales = kQ6 ? 768 : 2 * kHalf, kBlockBytes = kScales + 64;
     constexpr int kCorr = kQ6 ? 2 : 1;
     const uint8_t* wp = g.packed + size_t(panel) * g.panel_bytes;
     const int8_t* x[N];
@@ -256,7 +266,7 @@ PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
         for (int bb = 0; bb < 8; ++bb) {
             const int b = s * 8 + bb;
             const uint8_t* wb = sb + kHeader + size_t(bb) * kBlockBytes;
-            const uint8_t* sc = wb + 2 * kHalf;
+            const uint8_t* sc = wb + kScales;
             __m512i acc[2][2][N];  // [half][column group (Q6_K) or 0][row]
             for (int i = 0; i < N; ++i) {
                 for (int h = 0; h < 2; ++h) {
@@ -266,7 +276,33 @@ PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
             }
             const int8_t* xb[N];
             for (int i = 0; i < N; ++i) xb[i] = x[i] + b * 32;
-            if constexpr (kQ4) {
+            if constexpr (kQ6) {  // nibbles as Q4_K, plus bits 4-5 from the plane (2k, 2k + 1)
+                const __m512i h[2][2] = {
+                    {_mm512_load_si512(wb + 512), _mm512_load_si512(wb + 576)},
+                    {_mm512_load_si512(wb + 640), _mm512_load_si512(wb + 704)}};
+                const __m512i two = _mm512_set1_epi8(0x03);
+                for (int k = 0; k < 4; ++k) {
+                    __m512i v[2][2];  // [half][column group]
+                    for (int hh = 0; hh < 2; ++hh) {
+                        const __m512i r = _mm512_load_si512(wb + hh * 256 + k * 64);
+                        const __m512i b0 =
+                            _mm512_and_si512(_mm512_srli_epi16(h[hh][0], 2 * k), two);
+                        const __m512i b1 =
+                            _mm512_and_si512(_mm512_srli_epi16(h[hh][1], 2 * k), two);
+                        v[hh][0] =
+                            _mm512_or_si512(_mm512_and_si512(r, low4), _mm512_slli_epi16(b0, 4));
+                        v[hh][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r, 4), low4),
+                                                   _mm512_slli_epi16(b1, 4));
+                    }
+                    for (int i = 0; i < N; ++i) {
+                        const __m512i xl = bcast4(xb[i] + k * 4), xh = bcast4(xb[i] + 16 + k * 4);
+                        for (int hh = 0; hh < 2; ++hh) {
+                            acc[hh][0][i] = _mm512_dpbusd_epi32(acc[hh][0][i], v[hh][0], xl);
+                            acc[hh][1][i] = _mm512_dpbusd_epi32(acc[hh][1][i], v[hh][1], xh);
+                        }
+                    }
+                }
+            } else if constexpr (kQ4) {
                 for (int k = 0; k < 4; ++k) {
                     const __m512i r0 = _mm512_load_si512(wb + k * 64),
                                   r1 = _mm512_load_si512(wb + kHalf + k * 64);
@@ -283,14 +319,13 @@ PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
                     }
                 }
             } else {
-                for (int k = 0; k < 8; ++k) {
-                    const int grp = kQ6 ? k / 4 : 0;
+                for (int k = 0; k < 8; ++k) {  // Q5_K: bytes
                     const __m512i w0 = _mm512_load_si512(wb + k * 64),
                                   w1 = _mm512_load_si512(wb + kHalf + k * 64);
                     for (int i = 0; i < N; ++i) {
                         const __m512i xv = bcast4(xb[i] + k * 4);
-                        acc[0][grp][i] = _mm512_dpbusd_epi32(acc[0][grp][i], w0, xv);
-                        acc[1][grp][i] = _mm512_dpbusd_epi32(acc[1][grp][i], w1, xv);
+                        acc[0][0][i] = _mm512_dpbusd_epi32(acc[0][0][i], w0, xv);
+                        acc[1][0][i] = _mm512_dpbusd_epi32(acc[1][0][i], w1, xv);
                     }
                 }
             }

@@ -35,8 +35,10 @@ enum class VnniWeights { kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
 //   Q4_K: Q4_0's nibble vectors (q in 0..15), then sc[32], m[32] (u8, 6 bits):
 //         w = d sc q - dmin m; 4864 bytes a super-block;
 //   Q5_K: Q8_0's byte vectors (q in 0..31), then sc[32], m[32]; 8960 bytes;
-//   Q6_K: Q8_0's byte vectors (q in 0..63), then sc[32] of columns 0-15 and sc[32] of
-//         columns 16-31 (int8): w = d sc (q - 32); 8832 bytes.
+//   Q6_K: the low four bits as Q4_K's nibble vectors (256 bytes a half), then per half two
+//         vectors of the high two bits (columns 0-15, then 16-31: bits 2k..2k+1 of a
+//         lane's byte j belong to column 4k + j of the group), then sc[32] of columns 0-15
+//         and sc[32] of columns 16-31 (int8): w = d sc (q - 32); 6784 bytes.
 // Scales stay integers as in the file and are multiplied by d in f32 (as ggml does); the
 // dot products of the quants with the int8 activations are exact.
 constexpr bool vnni_is_k(VnniWeights t) { return t >= VnniWeights::kQ4_K; }
@@ -44,7 +46,7 @@ constexpr size_t vnni_panel_block_bytes(VnniWeights t) {  // per 32 columns (32-
     return t == VnniWeights::kQ8_0 ? 1088 : 576;
 }
 constexpr size_t vnni_panel_superblock_bytes(VnniWeights t) {  // per 256 columns (K-quants)
-    return t == VnniWeights::kQ4_K ? 4864 : t == VnniWeights::kQ5_K ? 8960 : 8832;
+    return t == VnniWeights::kQ4_K ? 4864 : t == VnniWeights::kQ5_K ? 8960 : 6784;
 }
 inline size_t vnni_panel_bytes(VnniWeights t, int64_t cols) {
     return vnni_is_k(t) ? size_t(cols / 256) * vnni_panel_superblock_bytes(t)
