@@ -240,6 +240,10 @@ int run_serve(const ServeFlags& f) {
         if (!trace.ok()) return fail(trace.error());
         cfg->on_forward = std::move(*trace);
     }
+    log_info("model_loaded seconds={:.2f} file_gib={:.2f} packed_gib={:.2f}",
+             std::chrono::duration<double>(Clock::now() - t0).count(),
+             double((**m).weights().file_bytes) / double(1 << 30),
+             double((**m).weights().packed_bytes) / double(1 << 30));
     auto eng = engine::Engine::create(**m, *cfg);
     if (!eng.ok()) return fail(eng.error());
     auto ctl = control_options(f);

@@ -34,6 +34,13 @@ void Linear::forward(const float* x, int m, float* y) const {
 
 namespace {
 
+// Whether QuantMatmul computes type t here (K-quants only with AVX-512 VNNI).
+bool quant_kernel(TensorType t) {
+    return t == TensorType::kQ8_0 || t == TensorType::kQ4_0 ||
+           (formats::is_k_quant(t) && kernels::cpu::have_avx512_vnni() &&
+            !kernels::cpu::force_portable_kernels());
+}
+
 class Loader {
   public:
     Loader(const formats::GgufFile& g, Weights::Pack pack) : g_(g), pack_(pack) {}
@@ -94,9 +101,7 @@ class Loader {
     Status pack(Linear& l) {
         const TensorType t = l.view.type;
         if (pack_ == Weights::Pack::kNo) return ok_status();
-        if (t == TensorType::kQ8_0 || t == TensorType::kQ4_0 ||
-            (formats::is_k_quant(t) && kernels::cpu::have_avx512_vnni() &&
-             !kernels::cpu::force_portable_kernels())) {
+        if (quant_kernel(t)) {
             PAGODA_ASSIGN_OR_RETURN(l.quant, kernels::cpu::QuantMatmul::create(l.view));
             packed += l.quant->packed_bytes();
             return ok_status();
@@ -131,17 +136,30 @@ class Loader {
             for (Linear* p : parts) PAGODA_TRY(pack(*p));
             return ok_status();
         }
-        std::vector<uint8_t> joined;  // temporary: the packed copy is made from it
         for (Linear* p : parts) {
-            const size_t n = p->view.row_bytes() * size_t(p->view.rows);
-            joined.insert(joined.end(), p->view.data, p->view.data + n);
             if (!p->bias.empty() || !out.bias.empty()) {
                 std::vector<float> b =
                     p->bias.empty() ? std::vector<float>(size_t(p->view.rows), 0.0f) : p->bias;
                 out.bias.insert(out.bias.end(), b.begin(), b.end());
             }
         }
-        out.view = kernels::WeightView{first.view.type, rows, first.view.cols, joined.data()};
+        out.view = kernels::WeightView{first.view.type, rows, first.view.cols, nullptr};
+        if (quant_kernel(first.view.type)) {  // packed straight from the parts' rows
+            std::vector<const uint8_t*> row_data;
+            for (Linear* p : parts) {
+                for (int64_t r = 0; r < p->view.rows; ++r) row_data.push_back(p->view.row(r));
+            }
+            PAGODA_ASSIGN_OR_RETURN(out.quant, kernels::cpu::QuantMatmul::create_rows(
+                                                   out.view.type, out.view.cols, row_data));
+            packed += out.quant->packed_bytes();
+            return ok_status();
+        }
+        std::vector<uint8_t> joined;  // temporary: the packed copy is made from it
+        for (Linear* p : parts) {
+            const size_t n = p->view.row_bytes() * size_t(p->view.rows);
+            joined.insert(joined.end(), p->view.data, p->view.data + n);
+        }
+        out.view.data = joined.data();
         PAGODA_TRY(pack(out));
         out.view.data = nullptr;  // `joined` dies here; only the packed copy is used
         return ok_status();

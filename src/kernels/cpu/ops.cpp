@@ -94,6 +94,14 @@ void matmul(const WeightView& w, const float* x, int m, float* y) {
 }
 
 Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
+    std::vector<const uint8_t*> rows(static_cast<size_t>(w.rows));
+    for (int64_t r = 0; r < w.rows; ++r) rows[size_t(r)] = w.row(r);
+    return create_rows(w.type, w.cols, rows);
+}
+
+Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create_rows(
+    TensorType type, int64_t cols, const std::vector<const uint8_t*>& row_data) {
+    const WeightView w{type, int64_t(row_data.size()), cols, nullptr};
     const bool k = formats::is_k_quant(w.type);
     const bool vnni = have_avx512_vnni() && !force_portable_kernels();
     if ((w.type != TensorType::kQ8_0 && w.type != TensorType::kQ4_0 && !k) ||
@@ -125,7 +133,7 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
         for (int64_t p = 0; p < panels; ++p) {
             const uint8_t* src[kVnniPanelRows];
             const int valid = int(std::min<int64_t>(kVnniPanelRows, w.rows - p * kVnniPanelRows));
-            for (int r = 0; r < valid; ++r) src[r] = w.row(p * kVnniPanelRows + r);
+            for (int r = 0; r < valid; ++r) src[r] = row_data[size_t(p * kVnniPanelRows + r)];
             pack_vnni_panel(vt, src, valid, w.cols, q->packed_.data() + size_t(p) * q->row_stride_);
         }
         return q;
@@ -135,7 +143,7 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
     PAGODA_ASSIGN_OR_RETURN(q->packed_, HugeBuffer::allocate(q->row_stride_ * size_t(w.rows)));
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r) {
-        const uint8_t* src = w.row(r);
+        const uint8_t* src = row_data[size_t(r)];
         uint8_t* dst = q->packed_.data() + size_t(r) * q->row_stride_;
         auto* scales = reinterpret_cast<float*>(dst + values);
         for (int64_t b = 0; b < nb; ++b) {

@@ -73,6 +73,10 @@ void quantize_q8(const float* x, int n, int8_t* q, float* d);
 class QuantMatmul {
   public:
     static Result<std::unique_ptr<QuantMatmul>> create(const WeightView& w);
+    // The same from one pointer per row (rows of one type and width from several tensors:
+    // the fused Q/K/V and gate/up matrices are packed without joining them first).
+    static Result<std::unique_ptr<QuantMatmul>> create_rows(
+        TensorType type, int64_t cols, const std::vector<const uint8_t*>& rows);
     void run(const float* x, int m, float* y) const;
     size_t packed_bytes() const { return packed_.size(); }
 

@@ -103,9 +103,11 @@ void pack_vnni_panel(VnniWeights t, const uint8_t* const* src_rows, int valid_ro
             if (q8) {
                 const auto* blk = reinterpret_cast<const formats::BlockQ8_0*>(src_rows[r]) + b;
                 scales[r] = blk->d;
-                for (int k = 0; k < 8; ++k) {
-                    for (int j = 0; j < 4; ++j)
-                        lane[k * 64 + j] = uint8_t(blk->qs[k * 4 + j]) ^ 0x80;
+                for (int k = 0; k < 8; ++k) {  // four columns at a time, + 128 each
+                    uint32_t v;
+                    std::memcpy(&v, blk->qs + k * 4, 4);
+                    v ^= 0x80808080u;
+                    std::memcpy(lane + k * 64, &v, 4);
                 }
             } else {  // the file's bytes as they are: byte c holds columns c and c + 16
                 const auto* blk = reinterpret_cast<const formats::BlockQ4_0*>(src_rows[r]) + b;
