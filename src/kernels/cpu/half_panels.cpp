@@ -26,7 +26,8 @@ void pack_half_panel(const uint16_t* w, int64_t rows, int64_t cols, int64_t p, u
 #if defined(__x86_64__)
 
 bool have_avx512_half() {
-    static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+    // Every AVX-512F CPU has F16C (and clang 14's builtin does not know the name).
+    static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     return ok;
 }
 

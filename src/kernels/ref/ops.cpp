@@ -18,7 +18,9 @@ void unpack_k_block(TensorType type, const uint8_t* block, KBlock* out) {
         const auto* b = reinterpret_cast<const formats::BlockQ6_K*>(block);
         out->d = fp16_to_float(b->d);
         out->dmin = 0.0f;
-        for (int j = 0; j < 16; ++j) out->sc[j] = b->scales[j];
+        // The scales are signed by the format.
+        for (int j = 0; j < 16; ++j)
+            out->sc[j] = b->scales[j];  // NOLINT(bugprone-signed-char-misuse)
         for (int half = 0; half < 2; ++half) {
             const uint8_t* ql = b->ql + 64 * half;
             const uint8_t* qh = b->qh + 32 * half;
@@ -97,14 +99,12 @@ void dequantize_row(const WeightView& w, int64_t r, float* out) {
             for (int64_t k = 0; k < n / 256; ++k) {
                 unpack_k_block(w.type, row + size_t(k) * bytes, &kb);
                 float* o = out + k * 256;
-                if (w.type == TensorType::kQ6_K) {
-                    for (int e = 0; e < 256; ++e)
-                        o[e] = kb.d * float(kb.sc[e / 16]) * float(int(kb.q[e]) - 32);
-                } else {
-                    for (int e = 0; e < 256; ++e) {
-                        o[e] = kb.d * float(kb.sc[e / 32]) * float(kb.q[e]) -
-                               kb.dmin * float(kb.m[e / 32]);
-                    }
+                const bool q6 = w.type == TensorType::kQ6_K;
+                for (int e = 0; e < 256; ++e) {
+                    const int j = q6 ? e / 16 : e / 32;  // the sub-block
+                    const float sc = float(kb.sc[j]);
+                    o[e] = q6 ? kb.d * sc * float(int(kb.q[e]) - 32)
+                              : kb.d * sc * float(kb.q[e]) - kb.dmin * float(kb.m[j]);
                 }
             }
             return;
