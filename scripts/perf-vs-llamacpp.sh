@@ -55,20 +55,24 @@ shape() {
     esac
 }
 
+# The KV pool of `pagoda generate` (default 256 MiB, ~5.8k tokens of f32 TinyLlama KV):
+# enough for 8k contexts.
+KVMEM=${KVMEM:-1GiB}
+
 # Pagoda, one run of a bench-style measure: tokens/s on stdout.
 pagoda_run() {  # PROMPT GEN DEPTH
     local p=$1 g=$2 d=$3 ctx
     ctx=$(( (p > d ? p : d) + g + 64 ))
     if [ "$p" -gt 0 ]; then  # prefill: prompt tokens over the time to the first token
         "$BIN" generate -m "$MODEL" -t "$THREADS" --prompt-tokens "$p" -n 1 --max-model-len "$ctx" \
-            --json 2>/dev/null | python3 -c '
+            --kv-cache-memory "$KVMEM" --json 2>/dev/null | python3 -c '
 import json, sys
 r = [json.loads(l) for l in sys.stdin if l.strip()]
 q = [x for x in r if not x.get("summary")][0]
 print(q["prompt_tokens"] / q["ttft_s"])'
     else  # decode after DEPTH tokens (at least one prompt token)
         "$BIN" generate -m "$MODEL" -t "$THREADS" --prompt-tokens "$(( d > 0 ? d : 1 ))" -n "$g" \
-            --ignore-eos --max-model-len "$ctx" --json 2>/dev/null | python3 -c '
+            --ignore-eos --max-model-len "$ctx" --kv-cache-memory "$KVMEM" --json 2>/dev/null | python3 -c '
 import json, sys
 r = [json.loads(l) for l in sys.stdin if l.strip()]
 print([x for x in r if x.get("summary")][0]["decode_tokens_per_s"])'
