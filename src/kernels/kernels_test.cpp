@@ -365,68 +365,83 @@ TEST(Kernels, RopeMatchesReference) {
     }
 }
 
-// The attention helpers restructure loops (four keys per pass, register-resident output)
-// but promise DotF32's and AXPY's exact arithmetic: equal bit for bit, so attention
-// stays what it was and batch-invariant.
-TEST(Kernels, AttentionHelpersEqualDotAndAxpyExactly) {
-    for (int hd : {64, 128, 40, 8}) {
-        for (int n : {1, 3, 4, 7, 16, 17}) {
-            const auto q = randn(size_t(hd), 21), k = randn(size_t(n * hd), 22),
-                       p = randn(size_t(n), 23);
-            std::vector<float> scores(static_cast<size_t>(n)), out = randn(size_t(hd), 24),
-                                                               want_out = out;
-            cpu::score_rows(q.data(), k.data(), n, hd, 0.125f, scores.data());
-            for (int s = 0; s < n; ++s) {
-                ASSERT_EQ(scores[size_t(s)],
-                          cpu::dot_f32(q.data(), k.data() + size_t(s * hd), hd) * 0.125f)
-                    << hd << " " << n << " " << s;
-            }
-            cpu::weighted_rows(p.data(), k.data(), n, hd, out.data());
-            for (int s = 0; s < n; ++s)
-                cpu::axpy_f32(p[size_t(s)], k.data() + size_t(s * hd), want_out.data(), hd);
-            for (int i = 0; i < hd; ++i)
-                ASSERT_EQ(out[size_t(i)], want_out[size_t(i)]) << hd << " " << n << " " << i;
+// A paged KV layer filled with `len` random positions through kv_write, its blocks
+// scattered over the pool (a table walking it backwards).
+struct KvFixture {
+    std::vector<uint8_t> kpool, vpool;
+    std::vector<int32_t> table;
+    PagedKv kv;
+    KvFixture(KvDtype dtype, int bs, int kvh, int hd, int len) {
+        const int n_blocks = (len + bs - 1) / bs + 1;
+        kpool.resize(size_t(n_blocks * bs * kvh * hd) * kv_dtype_bytes(dtype));
+        vpool.resize(kpool.size());
+        kv = PagedKv{kpool.data(), vpool.data(), dtype, bs, kvh, hd};
+        for (int b = 0; b < n_blocks; ++b) table.push_back(n_blocks - 1 - b);
+        for (int p = 0; p < len; ++p) {
+            auto k = randn(size_t(kvh * hd), uint32_t(100 + p), 2.0f),
+                 v = randn(size_t(kvh * hd), uint32_t(900 + p));
+            cpu::kv_write(kv, table.data(), p, k.data(), v.data());
         }
     }
-}
+};
 
+// The flash kernel against the plain two-pass reference: a prefill chunk that starts
+// mid-tile and crosses several 64-key tiles, plus decode rows, over scattered blocks, for
+// every KV dtype and block size, GQA groups of 1, 3 and 8, head sizes below, at and above
+// the SIMD width. Tolerance 1e-5 relative (f32 sums in another order, online softmax).
 class AttentionVsRef : public ::testing::TestWithParam<std::tuple<KvDtype, int>> {};
 
 TEST_P(AttentionVsRef, Matches) {
     const auto [dtype, bs] = GetParam();
-    const int kvh = 2, heads = 6, hd = 16, n_blocks = 40;
-    std::vector<uint8_t> kpool(size_t(n_blocks * bs * kvh * hd) * kv_dtype_bytes(dtype));
-    std::vector<uint8_t> vpool(kpool.size());
-    PagedKv kv{kpool.data(), vpool.data(), dtype, bs, kvh, hd};
-    // Two sequences with scattered block tables: a prefill chunk and a decode.
-    std::vector<int32_t> bt0, bt1;
-    for (int b = 0; b < n_blocks / 2; ++b) {
-        bt0.push_back(n_blocks - 1 - 2 * b);
-        bt1.push_back(2 * b);
+    struct Shape {
+        int kvh, heads, hd;
+    };
+    for (const Shape sh : {Shape{2, 6, 16}, Shape{1, 8, 64}, Shape{2, 2, 8}, Shape{1, 3, 80}}) {
+        const int len0 = 150, len1 = 90, rows0 = 83;
+        KvFixture f0(dtype, bs, sh.kvh, sh.hd, len0), f1(dtype, bs, sh.kvh, sh.hd, len1);
+        const int W = sh.heads * sh.hd;
+        const AttentionShape shape{sh.heads, 0.25f, W, W};
+        const auto q = randn(size_t((rows0 + 2) * W), 3);
+        std::vector<float> want(q.size()), got(q.size());
+        // Sequence 0: rows 67..149 (a prefill chunk); sequence 1: two decode-like rows.
+        std::vector<AttentionSeq> seqs = {{f0.table.data(), rows0, len0 - rows0},
+                                          {f1.table.data(), 2, len1 - 2}};
+        ref::paged_attention(f0.kv, shape, seqs[0], q.data(), want.data());
+        ref::paged_attention(f1.kv, shape, seqs[1], q.data() + size_t(rows0 * W),
+                             want.data() + size_t(rows0 * W));
+        // Both sequences read their own pool: run them as two calls of the batch kernel.
+        cpu::paged_attention_batch(f0.kv, shape, {seqs[0]}, {0}, q.data(), got.data());
+        cpu::paged_attention_batch(f1.kv, shape, {seqs[1]}, {0}, q.data() + size_t(rows0 * W),
+                                   got.data() + size_t(rows0 * W));
+        EXPECT_LT(rel_err(got, want), 1e-5) << sh.kvh << " " << sh.heads << " " << sh.hd;
     }
-    const int len0 = std::min(37, (n_blocks / 2) * bs), len1 = std::min(90, (n_blocks / 2) * bs);
-    auto krow = randn(size_t(kvh * hd), 1);
-    for (int p = 0; p < len1; ++p) {
-        auto k = randn(size_t(kvh * hd), uint32_t(100 + p)),
-             v = randn(size_t(kvh * hd), uint32_t(900 + p));
-        if (p < len0) cpu::kv_write(kv, bt0.data(), p, k.data(), v.data());
-        cpu::kv_write(kv, bt1.data(), p, k.data(), v.data());
-    }
-    std::vector<AttentionSeq> seqs = {{bt0.data(), 5, len0 - 5}, {bt1.data(), 1, len1 - 1}};
-    const AttentionShape shape{heads, 0.25f, heads * hd, heads * hd};
-    const auto q = randn(size_t(6 * heads * hd), 3);
-    std::vector<float> want(q.size()), got(q.size());
-    ref::paged_attention(kv, shape, seqs[0], q.data(), want.data());
-    ref::paged_attention(kv, shape, seqs[1], q.data() + 5 * heads * hd,
-                         want.data() + 5 * heads * hd);
-    cpu::paged_attention_batch(kv, shape, seqs, {0, 5}, q.data(), got.data());
-    EXPECT_LT(rel_err(got, want), 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, AttentionVsRef,
                          ::testing::Combine(::testing::Values(KvDtype::kF32, KvDtype::kF16,
                                                               KvDtype::kBF16),
                                             ::testing::Values(8, 16, 48, 128)));
+
+// A query's output does not depend on the rows computed with it or on the block size: a
+// 130-row prefill equals, bit for bit, each row computed alone (as a decode step at its
+// position) and the same prefill over a pool with another block size. So the last row of
+// a prompt equals the decode step that would follow, and a KV re-layout keeps outputs.
+TEST(Kernels, AttentionRowsAreIndependentOfBatchAndBlockSize) {
+    const int kvh = 2, heads = 6, hd = 64, len = 130, W = heads * hd;  // groups of 3
+    const AttentionShape shape{heads, 0.125f, W, W};
+    const auto q = randn(size_t(len * W), 5);
+    KvFixture a(KvDtype::kF16, 16, kvh, hd, len), b(KvDtype::kF16, 48, kvh, hd, len);
+    std::vector<float> all(q.size()), other(q.size()), one(static_cast<size_t>(W));
+    cpu::paged_attention(a.kv, shape, {a.table.data(), len, 0}, q.data(), all.data());
+    cpu::paged_attention(b.kv, shape, {b.table.data(), len, 0}, q.data(), other.data());
+    ASSERT_EQ(all, other);
+    for (int r : {0, 1, 63, 64, 65, 100, 129}) {
+        cpu::paged_attention(a.kv, shape, {a.table.data(), 1, r}, q.data() + size_t(r * W),
+                             one.data());
+        for (int i = 0; i < W; ++i)
+            ASSERT_EQ(one[size_t(i)], all[size_t(r * W + i)]) << r << " " << i;
+    }
+}
 
 // OpenMP keeps the thread count per thread: --threads set on the main thread must reach
 // the engine thread (it once did not: `--threads 1` still ran the engine on every CPU).

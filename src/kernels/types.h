@@ -26,7 +26,9 @@ struct WeightView {
 enum class KvDtype { kF32, kF16, kBF16 };
 size_t kv_dtype_bytes(KvDtype t);
 
-// One layer of a paged KV cache. Layout per pool: [block][kv_head][slot][head_dim].
+// One layer of a paged KV cache. Layout per pool: [block][kv_head], then per block and
+// head V as [slot][head_dim] and K transposed, [head_dim][slot] (the attention kernel
+// scores a query against a run of keys with one vector per dimension).
 struct PagedKv {
     void* k = nullptr;
     void* v = nullptr;

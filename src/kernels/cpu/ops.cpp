@@ -246,113 +246,31 @@ void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const floa
     const int32_t block = block_table[pos / kv.block_size];
     const int slot = pos % kv.block_size;
     for (int h = 0; h < kv.num_kv_heads; ++h) {
-        const size_t base = size_t(block) * kv.block_stride() + size_t(h) * kv.head_stride() +
-                            size_t(slot) * size_t(kv.head_dim);
+        const size_t head = size_t(block) * kv.block_stride() + size_t(h) * kv.head_stride();
+        const size_t kb = head + size_t(slot), vb = head + size_t(slot) * size_t(kv.head_dim);
+        const size_t bs = size_t(kv.block_size);  // K is [head_dim][slot]: one column
         const float* ks = k_row + size_t(h) * size_t(kv.head_dim);
         const float* vs = v_row + size_t(h) * size_t(kv.head_dim);
         switch (kv.dtype) {
             case KvDtype::kF32:
-                std::memcpy(static_cast<float*>(kv.k) + base, ks, size_t(kv.head_dim) * 4);
-                std::memcpy(static_cast<float*>(kv.v) + base, vs, size_t(kv.head_dim) * 4);
+                for (int d = 0; d < kv.head_dim; ++d)
+                    static_cast<float*>(kv.k)[kb + size_t(d) * bs] = ks[d];
+                std::memcpy(static_cast<float*>(kv.v) + vb, vs, size_t(kv.head_dim) * 4);
                 break;
             case KvDtype::kF16:
                 for (int d = 0; d < kv.head_dim; ++d) {
-                    static_cast<uint16_t*>(kv.k)[base + size_t(d)] = float_to_fp16(ks[d]);
-                    static_cast<uint16_t*>(kv.v)[base + size_t(d)] = float_to_fp16(vs[d]);
+                    static_cast<uint16_t*>(kv.k)[kb + size_t(d) * bs] = float_to_fp16(ks[d]);
+                    static_cast<uint16_t*>(kv.v)[vb + size_t(d)] = float_to_fp16(vs[d]);
                 }
                 break;
             case KvDtype::kBF16:
                 for (int d = 0; d < kv.head_dim; ++d) {
-                    static_cast<uint16_t*>(kv.k)[base + size_t(d)] = float_to_bf16(ks[d]);
-                    static_cast<uint16_t*>(kv.v)[base + size_t(d)] = float_to_bf16(vs[d]);
+                    static_cast<uint16_t*>(kv.k)[kb + size_t(d) * bs] = float_to_bf16(ks[d]);
+                    static_cast<uint16_t*>(kv.v)[vb + size_t(d)] = float_to_bf16(vs[d]);
                 }
                 break;
         }
     }
-}
-
-namespace {
-
-// Pointer to [slot][head_dim] rows of one kv head in one block, as f32 (converting
-// 16-bit storage into `scratch`).
-const float* block_rows(const PagedKv& kv, const void* pool, int32_t block, int kv_head,
-                        int n_slots, float* scratch) {
-    const size_t base = size_t(block) * kv.block_stride() + size_t(kv_head) * kv.head_stride();
-    if (kv.dtype == KvDtype::kF32) return static_cast<const float*>(pool) + base;
-    half_to_f32(static_cast<const uint16_t*>(pool) + base, kv.dtype == KvDtype::kBF16,
-                n_slots * kv.head_dim, scratch);
-    return scratch;
-}
-
-// One query row, the `g` query heads that share one KV head (GQA): each K and V block is
-// read (and widened from 16 bits) once for the whole group. Per head: scores over keys
-// 0..n_keys-1, softmax, weighted V sum, in the same order as one head alone.
-void attend_group(const PagedKv& kv, const int32_t* block_table, int kv_head, int n_keys,
-                  const float* q0, int g, float scale, float* o0, std::vector<float>& scores,
-                  std::vector<float>& scratch) {
-    const int bs = kv.block_size, hd = kv.head_dim;
-    scores.resize(size_t(g) * size_t(n_keys));
-    scratch.resize(size_t(bs) * size_t(hd));
-    for (int t0 = 0; t0 < n_keys; t0 += bs) {
-        const int n = std::min(bs, n_keys - t0);
-        const float* krows = block_rows(kv, kv.k, block_table[t0 / bs], kv_head, n, scratch.data());
-        for (int j = 0; j < g; ++j) {
-            score_rows(q0 + size_t(j) * size_t(hd), krows, n, hd, scale,
-                       scores.data() + size_t(j) * size_t(n_keys) + t0);
-        }
-    }
-    for (int j = 0; j < g; ++j) {
-        softmax(scores.data() + size_t(j) * size_t(n_keys), n_keys);
-        std::fill(o0 + size_t(j) * size_t(hd), o0 + size_t(j + 1) * size_t(hd), 0.0f);
-    }
-    for (int t0 = 0; t0 < n_keys; t0 += bs) {
-        const int n = std::min(bs, n_keys - t0);
-        const float* vrows = block_rows(kv, kv.v, block_table[t0 / bs], kv_head, n, scratch.data());
-        for (int j = 0; j < g; ++j) {
-            weighted_rows(scores.data() + size_t(j) * size_t(n_keys) + t0, vrows, n, hd,
-                          o0 + size_t(j) * size_t(hd));
-        }
-    }
-}
-
-}  // namespace
-
-void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape,
-                           const std::vector<AttentionSeq>& seqs,
-                           const std::vector<int>& row_offsets, const float* q, float* out) {
-    // Flatten (sequence, query row, KV head) into one parallel loop; each item serves the
-    // query heads of its KV head's group.
-    struct Item {
-        int seq;
-        int row;
-    };
-    std::vector<Item> items;
-    for (int s = 0; s < int(seqs.size()); ++s) {
-        for (int i = 0; i < seqs[size_t(s)].num_q; ++i) items.push_back({s, i});
-    }
-    const int group = shape.num_heads / kv.num_kv_heads;
-    const int64_t total = int64_t(items.size()) * kv.num_kv_heads;
-#pragma omp parallel
-    {
-        std::vector<float> scores, scratch;
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t w = 0; w < total; ++w) {
-            const Item it = items[size_t(w / kv.num_kv_heads)];
-            const int kvh = int(w % kv.num_kv_heads);
-            const AttentionSeq& seq = seqs[size_t(it.seq)];
-            const size_t row = size_t(row_offsets[size_t(it.seq)] + it.row);
-            const size_t h0 = size_t(kvh) * size_t(group);
-            const float* qh = q + row * size_t(shape.q_stride) + h0 * size_t(kv.head_dim);
-            float* oh = out + row * size_t(shape.out_stride) + h0 * size_t(kv.head_dim);
-            attend_group(kv, seq.block_table, kvh, seq.q_pos0 + it.row + 1, qh, group, shape.scale,
-                         oh, scores, scratch);
-        }
-    }
-}
-
-void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq,
-                     const float* q, float* out) {
-    paged_attention_batch(kv, shape, {seq}, {0}, q, out);
 }
 
 double measure_read_bandwidth(size_t bytes, int reps) {

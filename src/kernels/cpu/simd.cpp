@@ -111,94 +111,6 @@ void Softmax(float* x, int n) {
     for (; i < n; ++i) x[i] *= inv;
 }
 
-// scores[s] = scale * dot(q, k[s]) for n contiguous key rows of length hd.
-// Four keys per pass share the loads of q; each key's dot product is accumulated exactly
-// as DotF32 does it (two accumulators, then one sum of lanes, then the scalar tail), so
-// the scores equal DotF32's bit for bit.
-void ScoreRows(const float* q, const float* k, int n, int hd, float scale, float* scores) {
-    const hn::ScalableTag<float> d;
-    const int N = int(hn::Lanes(d));
-    int s = 0;
-    for (; s + 4 <= n; s += 4) {
-        const float* k0 = k + size_t(s) * size_t(hd);
-        const float* k1 = k0 + hd;
-        const float* k2 = k1 + hd;
-        const float* k3 = k2 + hd;
-        auto x0 = hn::Zero(d), x1 = hn::Zero(d), x2 = hn::Zero(d), x3 = hn::Zero(d);
-        auto y0 = hn::Zero(d), y1 = hn::Zero(d), y2 = hn::Zero(d), y3 = hn::Zero(d);
-        int i = 0;
-        for (; i + 2 * N <= hd; i += 2 * N) {
-            const auto qa = hn::LoadU(d, q + i), qb = hn::LoadU(d, q + i + N);
-            x0 = hn::MulAdd(qa, hn::LoadU(d, k0 + i), x0);
-            y0 = hn::MulAdd(qb, hn::LoadU(d, k0 + i + N), y0);
-            x1 = hn::MulAdd(qa, hn::LoadU(d, k1 + i), x1);
-            y1 = hn::MulAdd(qb, hn::LoadU(d, k1 + i + N), y1);
-            x2 = hn::MulAdd(qa, hn::LoadU(d, k2 + i), x2);
-            y2 = hn::MulAdd(qb, hn::LoadU(d, k2 + i + N), y2);
-            x3 = hn::MulAdd(qa, hn::LoadU(d, k3 + i), x3);
-            y3 = hn::MulAdd(qb, hn::LoadU(d, k3 + i + N), y3);
-        }
-        for (; i + N <= hd; i += N) {
-            const auto qa = hn::LoadU(d, q + i);
-            x0 = hn::MulAdd(qa, hn::LoadU(d, k0 + i), x0);
-            x1 = hn::MulAdd(qa, hn::LoadU(d, k1 + i), x1);
-            x2 = hn::MulAdd(qa, hn::LoadU(d, k2 + i), x2);
-            x3 = hn::MulAdd(qa, hn::LoadU(d, k3 + i), x3);
-        }
-        float r0 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x0, y0))),
-              r1 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x1, y1)));
-        float r2 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x2, y2))),
-              r3 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x3, y3)));
-        for (; i < hd; ++i) {
-            r0 += q[i] * k0[i];
-            r1 += q[i] * k1[i];
-            r2 += q[i] * k2[i];
-            r3 += q[i] * k3[i];
-        }
-        scores[s] = r0 * scale;
-        scores[s + 1] = r1 * scale;
-        scores[s + 2] = r2 * scale;
-        scores[s + 3] = r3 * scale;
-    }
-    for (; s < n; ++s) scores[s] = DotF32(q, k + size_t(s) * size_t(hd), hd) * scale;
-}
-
-// out += sum_s p[s] * v[s] for n contiguous value rows of length hd. Four vectors of
-// `out` stay in registers across all n rows (one FMA per row and vector; an AXPY per
-// row would store and reload `out` every row and chain on store forwarding). Per
-// element the operations and their order are those of an AXPY per row.
-void WeightedRows(const float* p, const float* v, int n, int hd, float* out) {
-    const hn::ScalableTag<float> d;
-    const int N = int(hn::Lanes(d));
-    int i = 0;
-    for (; i + 4 * N <= hd; i += 4 * N) {
-        auto a0 = hn::LoadU(d, out + i), a1 = hn::LoadU(d, out + i + N);
-        auto a2 = hn::LoadU(d, out + i + 2 * N), a3 = hn::LoadU(d, out + i + 3 * N);
-        for (int s = 0; s < n; ++s) {
-            const auto ps = hn::Set(d, p[s]);
-            const float* vs = v + size_t(s) * size_t(hd) + size_t(i);
-            a0 = hn::MulAdd(ps, hn::LoadU(d, vs), a0);
-            a1 = hn::MulAdd(ps, hn::LoadU(d, vs + N), a1);
-            a2 = hn::MulAdd(ps, hn::LoadU(d, vs + 2 * N), a2);
-            a3 = hn::MulAdd(ps, hn::LoadU(d, vs + 3 * N), a3);
-        }
-        hn::StoreU(a0, d, out + i);
-        hn::StoreU(a1, d, out + i + N);
-        hn::StoreU(a2, d, out + i + 2 * N);
-        hn::StoreU(a3, d, out + i + 3 * N);
-    }
-    for (; i + N <= hd; i += N) {
-        auto a = hn::LoadU(d, out + i);
-        for (int s = 0; s < n; ++s)
-            a = hn::MulAdd(hn::Set(d, p[s]), hn::LoadU(d, v + size_t(s) * size_t(hd) + size_t(i)),
-                           a);
-        hn::StoreU(a, d, out + i);
-    }
-    for (; i < hd; ++i) {
-        for (int s = 0; s < n; ++s) out[i] += p[s] * v[size_t(s) * size_t(hd) + size_t(i)];
-    }
-}
-
 void QuantizeQ8(const float* x, int n, int8_t* q, float* dscale) {
     const hn::CappedTag<float, 16> df;
     const hn::Rebind<int8_t, decltype(df)> d8;
@@ -407,8 +319,6 @@ HWY_EXPORT(RmsNorm);
 HWY_EXPORT(SwiGlu);
 HWY_EXPORT(Softmax);
 HWY_EXPORT(QuantizeQ8);
-HWY_EXPORT(ScoreRows);
-HWY_EXPORT(WeightedRows);
 HWY_EXPORT(QuantRows);
 HWY_EXPORT(HalfToF32);
 HWY_EXPORT(HalfRows);
@@ -434,12 +344,6 @@ void quantize_q8(const float* x, int n, int8_t* q, float* d) {
 void quant_rows(uint32_t type, const uint8_t* packed, size_t row_stride, int64_t rows, int64_t cols,
                 const int8_t* qx, const float* dx, int m, float* y, int64_t r0, int64_t r1) {
     HWY_DYNAMIC_DISPATCH(QuantRows)(type, packed, row_stride, rows, cols, qx, dx, m, y, r0, r1);
-}
-void score_rows(const float* q, const float* k, int n, int hd, float scale, float* scores) {
-    HWY_DYNAMIC_DISPATCH(ScoreRows)(q, k, n, hd, scale, scores);
-}
-void weighted_rows(const float* p, const float* v, int n, int hd, float* out) {
-    HWY_DYNAMIC_DISPATCH(WeightedRows)(p, v, n, hd, out);
 }
 void half_to_f32(const uint16_t* in, bool bf16, int n, float* out) {
     HWY_DYNAMIC_DISPATCH(HalfToF32)(in, bf16, n, out);

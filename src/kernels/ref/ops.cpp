@@ -213,17 +213,20 @@ void rope(float* x, int num_heads, int head_dim, int pos, const RopeParams& p) {
 }
 
 namespace {
-size_t kv_index(const PagedKv& kv, const int32_t* block_table, int pos, int kv_head, int d) {
+// K (which == 0) is [head_dim][slot] per block and head, V [slot][head_dim].
+size_t kv_index(const PagedKv& kv, const int32_t* block_table, int which, int pos, int kv_head,
+                int d) {
     const int32_t block = block_table[pos / kv.block_size];
     const int slot = pos % kv.block_size;
-    return size_t(block) * kv.block_stride() + size_t(kv_head) * kv.head_stride() +
-           size_t(slot) * size_t(kv.head_dim) + size_t(d);
+    const size_t head = size_t(block) * kv.block_stride() + size_t(kv_head) * kv.head_stride();
+    return which == 0 ? head + size_t(d) * size_t(kv.block_size) + size_t(slot)
+                      : head + size_t(slot) * size_t(kv.head_dim) + size_t(d);
 }
 }  // namespace
 
 float kv_at(const PagedKv& kv, const int32_t* block_table, int which, int pos, int kv_head, int d) {
     const void* base = which == 0 ? kv.k : kv.v;
-    const size_t idx = kv_index(kv, block_table, pos, kv_head, d);
+    const size_t idx = kv_index(kv, block_table, which, pos, kv_head, d);
     switch (kv.dtype) {
         case KvDtype::kF32: return static_cast<const float*>(base)[idx];
         case KvDtype::kF16: return fp16_to_float(static_cast<const uint16_t*>(base)[idx]);
@@ -236,20 +239,21 @@ void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const floa
               const float* v_row) {
     for (int h = 0; h < kv.num_kv_heads; ++h) {
         for (int d = 0; d < kv.head_dim; ++d) {
-            const size_t idx = kv_index(kv, block_table, pos, h, d);
+            const size_t ki = kv_index(kv, block_table, 0, pos, h, d);
+            const size_t vi = kv_index(kv, block_table, 1, pos, h, d);
             const float kf = k_row[h * kv.head_dim + d], vf = v_row[h * kv.head_dim + d];
             switch (kv.dtype) {
                 case KvDtype::kF32:
-                    static_cast<float*>(kv.k)[idx] = kf;
-                    static_cast<float*>(kv.v)[idx] = vf;
+                    static_cast<float*>(kv.k)[ki] = kf;
+                    static_cast<float*>(kv.v)[vi] = vf;
                     break;
                 case KvDtype::kF16:
-                    static_cast<uint16_t*>(kv.k)[idx] = float_to_fp16(kf);
-                    static_cast<uint16_t*>(kv.v)[idx] = float_to_fp16(vf);
+                    static_cast<uint16_t*>(kv.k)[ki] = float_to_fp16(kf);
+                    static_cast<uint16_t*>(kv.v)[vi] = float_to_fp16(vf);
                     break;
                 case KvDtype::kBF16:
-                    static_cast<uint16_t*>(kv.k)[idx] = float_to_bf16(kf);
-                    static_cast<uint16_t*>(kv.v)[idx] = float_to_bf16(vf);
+                    static_cast<uint16_t*>(kv.k)[ki] = float_to_bf16(kf);
+                    static_cast<uint16_t*>(kv.v)[vi] = float_to_bf16(vf);
                     break;
             }
         }

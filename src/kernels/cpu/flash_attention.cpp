@@ -1,0 +1,389 @@
+// Causal attention over a paged KV cache, tiled flash-style: one work item is a run of
+// query rows of one sequence times the query heads that share one KV head (GQA); it walks
+// the keys in fixed tiles of kKeyTile positions, gathers each tile once (K transposed,
+// widened to f32) and uses it for every query of the item, with an online softmax (running
+// max and sum, the output rescaled when the max grows). Keys past a query's position are
+// masked, tiles past the item's last row are never read.
+//
+// Reproducibility: a query's arithmetic depends only on its own position and data, never
+// on the other queries of its item, the rows per item, the batch or the KV block size: the
+// tiles sit at fixed positions (multiples of kKeyTile), each score is one FMA chain over
+// the head dimension in order, each output element one FMA chain over the keys in order.
+// So a prompt's last row computes the same as a decode step at that position would.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/flash_attention.cpp"
+// clang-format off
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+// clang-format on
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/types.h"
+
+#ifndef PAGODA_FLASH_ATTENTION_SHARED
+#define PAGODA_FLASH_ATTENTION_SHARED
+namespace pagoda::kernels::cpu::flash {
+
+constexpr int kKeyTile = 64;  // keys per tile: a multiple of every SIMD width we target
+
+// One work item: rows [pos0, pos0 + rows) of a sequence, the `group` query heads of KV
+// head `kv_head`. q/out point at the first row's first head of the group.
+struct Item {
+    const PagedKv* kv = nullptr;
+    const int32_t* block_table = nullptr;
+    int kv_head = 0;
+    int pos0 = 0;
+    int rows = 0;
+    int group = 0;
+    float scale = 1.0f;
+    const float* q = nullptr;
+    int q_stride = 0;
+    float* out = nullptr;
+    int out_stride = 0;
+};
+
+// Per-thread buffers, reused across items and calls.
+struct Scratch {
+    std::vector<float> q;   // [M][hd], scaled queries
+    std::vector<float> o;   // [M][hdp], running outputs
+    std::vector<float> kt;  // [hd][kKeyTile], the tile's keys transposed
+    std::vector<float> v;   // [kKeyTile][hdp], the tile's values (padding columns stay 0)
+    std::vector<float> p;   // [M][kKeyTile], scores, then probabilities
+    std::vector<float> mx, l, alpha;
+};
+
+}  // namespace pagoda::kernels::cpu::flash
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace pagoda::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using flash::Item;
+using flash::kKeyTile;
+using flash::Scratch;
+
+// n values of the pool (f32, f16 or bf16) at `src` as f32 into `dst`.
+template <class D>
+HWY_INLINE void Widen(D df, const void* pool, KvDtype dtype, size_t src, int n, float* dst) {
+    const int N = int(hn::Lanes(df));
+    if (dtype == KvDtype::kF32) {
+        std::memcpy(dst, static_cast<const float*>(pool) + src, sizeof(float) * size_t(n));
+        return;
+    }
+    const uint16_t* in = static_cast<const uint16_t*>(pool) + src;
+    int i = 0;
+    if (dtype == KvDtype::kBF16) {
+        const hn::Rebind<uint16_t, D> du16;
+        const hn::Rebind<uint32_t, D> du32;
+        for (; i + N <= n; i += N) {
+            const auto u = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, in + i)));
+            hn::StoreU(hn::BitCast(df, u), df, dst + i);
+        }
+        for (; i < n; ++i) dst[i] = bf16_to_float(in[i]);
+    } else {
+        const hn::Rebind<hwy::float16_t, D> dh;
+        for (; i + N <= n; i += N) {
+            const auto h = hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(in + i));
+            hn::StoreU(hn::PromoteTo(df, h), df, dst + i);
+        }
+        for (; i < n; ++i) dst[i] = fp16_to_float(in[i]);
+    }
+}
+
+// Keys [t0, t0 + nt) of one KV head into s.kt (transposed, as the pool keeps K) and s.v.
+template <class D>
+HWY_INLINE void GatherTile(D df, const Item& it, int t0, int nt, int hdp, Scratch& s) {
+    const PagedKv& kv = *it.kv;
+    const int bs = kv.block_size, hd = kv.head_dim;
+    for (int t = t0; t < t0 + nt;) {
+        const int slot = t % bs, n = std::min(bs - slot, t0 + nt - t);
+        const size_t base = size_t(it.block_table[t / bs]) * kv.block_stride() +
+                            size_t(it.kv_head) * kv.head_stride();
+        for (int d = 0; d < hd; ++d) {
+            Widen(df, kv.k, kv.dtype, base + size_t(d) * size_t(bs) + size_t(slot), n,
+                  s.kt.data() + size_t(d) * kKeyTile + size_t(t - t0));
+        }
+        for (int j = 0; j < n; ++j) {
+            Widen(df, kv.v, kv.dtype, base + size_t(slot + j) * size_t(hd), hd,
+                  s.v.data() + size_t(t - t0 + j) * size_t(hdp));
+        }
+        t += n;
+    }
+}
+
+// Scores of queries [m0, m1) against key chunks [0, nc) of the tile: s.p[m][t] =
+// sum over d in order of q[m][d] * k[t][d]. Four queries x four chunks at a time where
+// they fit; every score is the same FMA chain whichever block computes it.
+template <class D>
+HWY_INLINE void TileScores(D df, int m0, int m1, int nc, int hd, Scratch& s) {
+    const int N = int(hn::Lanes(df));
+    const float* kt = s.kt.data();
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) {
+        int m = m0;
+        for (; m + 4 <= m1; m += 4) {
+            decltype(hn::Zero(df)) a[4][4];
+            for (auto& row : a)
+                for (auto& x : row) x = hn::Zero(df);
+            for (int d = 0; d < hd; ++d) {
+                const float* kr = kt + size_t(d) * kKeyTile + size_t(c * N);
+                const auto k0 = hn::LoadU(df, kr), k1 = hn::LoadU(df, kr + N);
+                const auto k2 = hn::LoadU(df, kr + 2 * N), k3 = hn::LoadU(df, kr + 3 * N);
+                for (int i = 0; i < 4; ++i) {
+                    const auto qv = hn::Set(df, s.q[size_t(m + i) * size_t(hd) + size_t(d)]);
+                    a[i][0] = hn::MulAdd(qv, k0, a[i][0]);
+                    a[i][1] = hn::MulAdd(qv, k1, a[i][1]);
+                    a[i][2] = hn::MulAdd(qv, k2, a[i][2]);
+                    a[i][3] = hn::MulAdd(qv, k3, a[i][3]);
+                }
+            }
+            for (int i = 0; i < 4; ++i) {
+                float* pr = s.p.data() + size_t(m + i) * kKeyTile + size_t(c * N);
+                for (int j = 0; j < 4; ++j) hn::StoreU(a[i][j], df, pr + j * N);
+            }
+        }
+        for (; m < m1; ++m) {
+            for (int j = 0; j < 4; ++j) {
+                auto a = hn::Zero(df);
+                for (int d = 0; d < hd; ++d) {
+                    a = hn::MulAdd(hn::Set(df, s.q[size_t(m) * size_t(hd) + size_t(d)]),
+                                   hn::LoadU(df, kt + size_t(d) * kKeyTile + size_t((c + j) * N)),
+                                   a);
+                }
+                hn::StoreU(a, df, s.p.data() + size_t(m) * kKeyTile + size_t((c + j) * N));
+            }
+        }
+    }
+    for (; c < nc; ++c) {
+        for (int m = m0; m < m1; ++m) {
+            auto a = hn::Zero(df);
+            for (int d = 0; d < hd; ++d) {
+                a = hn::MulAdd(hn::Set(df, s.q[size_t(m) * size_t(hd) + size_t(d)]),
+                               hn::LoadU(df, kt + size_t(d) * kKeyTile + size_t(c * N)), a);
+            }
+            hn::StoreU(a, df, s.p.data() + size_t(m) * kKeyTile + size_t(c * N));
+        }
+    }
+}
+
+// Online softmax step of query m over its `valid` keys of the tile (chunks [0, nc)):
+// scores become probabilities relative to the new running max; s.alpha[m] is the factor
+// the earlier output and sum shrink by.
+template <class D>
+HWY_INLINE void SoftmaxStep(D df, int m, int valid, int nc, Scratch& s) {
+    const int N = int(hn::Lanes(df));
+    const hn::RebindToSigned<D> di;
+    float* pr = s.p.data() + size_t(m) * kKeyTile;
+    const auto neg_inf = hn::Set(df, -INFINITY);
+    auto vmax = neg_inf;
+    for (int c = 0; c < nc; ++c) {
+        const auto in = hn::RebindMask(df, hn::Lt(hn::Iota(di, c * N), hn::Set(di, valid)));
+        vmax = hn::Max(vmax, hn::IfThenElse(in, hn::LoadU(df, pr + c * N), neg_inf));
+    }
+    const float old = s.mx[size_t(m)];
+    const float mnew = std::max(old, hn::GetLane(hn::MaxOfLanes(df, vmax)));
+    const float alpha = mnew > old ? std::exp(old - mnew) : 1.0f;
+    const auto vm = hn::Set(df, mnew), floor = hn::Set(df, -87.0f);
+    auto vsum = hn::Zero(df);
+    for (int c = 0; c < nc; ++c) {
+        const auto in = hn::RebindMask(df, hn::Lt(hn::Iota(di, c * N), hn::Set(di, valid)));
+        const auto x = hn::Max(hn::Sub(hn::LoadU(df, pr + c * N), vm), floor);
+        const auto e = hn::IfThenElseZero(in, hn::Exp(df, x));
+        hn::StoreU(e, df, pr + c * N);
+        vsum = hn::Add(vsum, e);
+    }
+    s.mx[size_t(m)] = mnew;
+    s.l[size_t(m)] = s.l[size_t(m)] * alpha + hn::GetLane(hn::SumOfLanes(df, vsum));
+    s.alpha[size_t(m)] = alpha;
+}
+
+// o[m] = o[m] * alpha[m] + sum over its valid keys t (in order) of p[m][t] * v[t], for one
+// chunk of N output dims starting at e, queries [m0, m0 + 4) together up to the fewest
+// valid keys among them, then each alone.
+template <class D>
+HWY_INLINE void TileOutputs4(D df, int m0, int e, const int* valid, int hdp, Scratch& s) {
+    const int N = int(hn::Lanes(df));
+    decltype(hn::Zero(df)) a[4][4];
+    float* o[4];
+    const float* p[4];
+    int tmin = kKeyTile;
+    for (int i = 0; i < 4; ++i) {
+        o[i] = s.o.data() + size_t(m0 + i) * size_t(hdp) + size_t(e);
+        p[i] = s.p.data() + size_t(m0 + i) * kKeyTile;
+        const auto al = hn::Set(df, s.alpha[size_t(m0 + i)]);
+        for (int j = 0; j < 4; ++j) a[i][j] = hn::Mul(hn::LoadU(df, o[i] + j * N), al);
+        tmin = std::min(tmin, valid[i]);
+    }
+    const float* v = s.v.data() + size_t(e);
+    for (int t = 0; t < tmin; ++t) {
+        const float* vr = v + size_t(t) * size_t(hdp);
+        const auto v0 = hn::LoadU(df, vr), v1 = hn::LoadU(df, vr + N);
+        const auto v2 = hn::LoadU(df, vr + 2 * N), v3 = hn::LoadU(df, vr + 3 * N);
+        for (int i = 0; i < 4; ++i) {
+            const auto pv = hn::Set(df, p[i][t]);
+            a[i][0] = hn::MulAdd(pv, v0, a[i][0]);
+            a[i][1] = hn::MulAdd(pv, v1, a[i][1]);
+            a[i][2] = hn::MulAdd(pv, v2, a[i][2]);
+            a[i][3] = hn::MulAdd(pv, v3, a[i][3]);
+        }
+    }
+    for (int i = 0; i < 4; ++i) {
+        for (int t = tmin; t < valid[i]; ++t) {
+            const float* vr = v + size_t(t) * size_t(hdp);
+            const auto pv = hn::Set(df, p[i][t]);
+            for (int j = 0; j < 4; ++j)
+                a[i][j] = hn::MulAdd(pv, hn::LoadU(df, vr + j * N), a[i][j]);
+        }
+        for (int j = 0; j < 4; ++j) hn::StoreU(a[i][j], df, o[i] + j * N);
+    }
+}
+
+// The same for one query and one chunk of N output dims.
+template <class D>
+HWY_INLINE void TileOutput1(D df, int m, int e, int valid, int hdp, Scratch& s) {
+    float* o = s.o.data() + size_t(m) * size_t(hdp) + size_t(e);
+    const float* p = s.p.data() + size_t(m) * kKeyTile;
+    auto a = hn::Mul(hn::LoadU(df, o), hn::Set(df, s.alpha[size_t(m)]));
+    for (int t = 0; t < valid; ++t) {
+        a = hn::MulAdd(hn::Set(df, p[t]), hn::LoadU(df, s.v.data() + size_t(t) * size_t(hdp) + e),
+                       a);
+    }
+    hn::StoreU(a, df, o);
+}
+
+template <class D>
+HWY_INLINE void TileOutputs(D df, int m0, int m1, const int* valid, int hdp, Scratch& s) {
+    const int N = int(hn::Lanes(df));
+    int e = 0;
+    for (; e + 4 * N <= hdp; e += 4 * N) {
+        int m = m0;
+        for (; m + 4 <= m1; m += 4) TileOutputs4(df, m, e, valid + (m - m0), hdp, s);
+        for (; m < m1; ++m) {
+            for (int j = 0; j < 4; ++j) TileOutput1(df, m, e + j * N, valid[m - m0], hdp, s);
+        }
+    }
+    for (; e < hdp; e += N) {
+        for (int m = m0; m < m1; ++m) TileOutput1(df, m, e, valid[m - m0], hdp, s);
+    }
+}
+
+// Sizes the scratch for an item and loads its queries, scaled.
+template <class D>
+HWY_INLINE void StartItem(D df, const Item& it, int hdp, Scratch& s) {
+    (void)df;
+    const int hd = it.kv->head_dim, M = it.rows * it.group;
+    s.q.resize(size_t(M) * size_t(hd));
+    s.o.assign(size_t(M) * size_t(hdp), 0.0f);
+    s.p.resize(size_t(M) * kKeyTile);
+    if (s.kt.size() < size_t(hd) * kKeyTile) s.kt.assign(size_t(hd) * kKeyTile, 0.0f);
+    if (s.v.size() != size_t(kKeyTile) * size_t(hdp))
+        s.v.assign(size_t(kKeyTile) * size_t(hdp), 0.0f);
+    s.mx.assign(size_t(M), -INFINITY);
+    s.l.assign(size_t(M), 0.0f);
+    s.alpha.assign(size_t(M), 1.0f);
+    for (int r = 0; r < it.rows; ++r) {
+        for (int j = 0; j < it.group; ++j) {
+            const float* src = it.q + size_t(r) * size_t(it.q_stride) + size_t(j) * size_t(hd);
+            float* dst = s.q.data() + size_t(r * it.group + j) * size_t(hd);
+            for (int d = 0; d < hd; ++d) dst[d] = src[d] * it.scale;
+        }
+    }
+}
+
+void FlashItem(const Item& it, Scratch& s) {
+    const hn::ScalableTag<float> df;
+    const int N = int(hn::Lanes(df));
+    const int hd = it.kv->head_dim, g = it.group, M = it.rows * g;
+    const int hdp = (hd + N - 1) / N * N;
+    StartItem(df, it, hdp, s);
+    std::vector<int> valid(static_cast<size_t>(M));
+    const int last = it.pos0 + it.rows - 1;
+    for (int t0 = 0; t0 <= last; t0 += kKeyTile) {
+        const int nt = std::min(kKeyTile, last + 1 - t0), nc = (nt + N - 1) / N;
+        const int m0 = std::max(0, t0 - it.pos0) * g;  // earlier queries see none of the tile
+        GatherTile(df, it, t0, nt, hdp, s);
+        TileScores(df, m0, M, nc, hd, s);
+        for (int m = m0; m < M; ++m) {
+            valid[size_t(m)] = std::min(nt, it.pos0 + m / g + 1 - t0);
+            SoftmaxStep(df, m, valid[size_t(m)], nc, s);
+        }
+        TileOutputs(df, m0, M, valid.data() + m0, hdp, s);
+    }
+    for (int r = 0; r < it.rows; ++r) {
+        for (int j = 0; j < g; ++j) {
+            const int m = r * g + j;
+            const float inv = 1.0f / s.l[size_t(m)];
+            const float* o = s.o.data() + size_t(m) * size_t(hdp);
+            float* dst = it.out + size_t(r) * size_t(it.out_stride) + size_t(j) * size_t(hd);
+            for (int d = 0; d < hd; ++d) dst[d] = o[d] * inv;
+        }
+    }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pagoda::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "kernels/cpu/ops.h"
+
+namespace pagoda::kernels::cpu {
+HWY_EXPORT(FlashItem);
+
+namespace {
+// Query rows per work item: enough queries (rows x group) to reuse each gathered tile
+// well, few enough that the item's buffers stay in the core's L2.
+int rows_per_item(int group) { return std::max(1, 64 / group); }
+}  // namespace
+
+void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape,
+                           const std::vector<AttentionSeq>& seqs,
+                           const std::vector<int>& row_offsets, const float* q, float* out) {
+    const int group = shape.num_heads / kv.num_kv_heads, R = rows_per_item(group);
+    const size_t hd = size_t(kv.head_dim);
+    std::vector<flash::Item> items;
+    for (int s = 0; s < int(seqs.size()); ++s) {
+        const AttentionSeq& seq = seqs[size_t(s)];
+        // Last rows first: they read the most keys, so the dynamic schedule ends evenly.
+        for (int r0 = (seq.num_q - 1) / R * R; r0 >= 0; r0 -= R) {
+            const size_t row = size_t(row_offsets[size_t(s)] + r0);
+            for (int h = 0; h < kv.num_kv_heads; ++h) {
+                flash::Item it;
+                it.kv = &kv;
+                it.block_table = seq.block_table;
+                it.kv_head = h;
+                it.pos0 = seq.q_pos0 + r0;
+                it.rows = std::min(R, seq.num_q - r0);
+                it.group = group;
+                it.scale = shape.scale;
+                it.q = q + row * size_t(shape.q_stride) + size_t(h * group) * hd;
+                it.q_stride = shape.q_stride;
+                it.out = out + row * size_t(shape.out_stride) + size_t(h * group) * hd;
+                it.out_stride = shape.out_stride;
+                items.push_back(it);
+            }
+        }
+    }
+    const int64_t n = int64_t(items.size());
+#pragma omp parallel
+    {
+        thread_local flash::Scratch scratch;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t i = 0; i < n; ++i) HWY_DYNAMIC_DISPATCH(FlashItem)(items[size_t(i)], scratch);
+    }
+}
+
+void paged_attention(const PagedKv& kv, const AttentionShape& shape, const AttentionSeq& seq,
+                     const float* q, float* out) {
+    paged_attention_batch(kv, shape, {seq}, {0}, q, out);
+}
+
+}  // namespace pagoda::kernels::cpu
+#endif
