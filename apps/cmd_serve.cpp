@@ -296,7 +296,7 @@ int run_serve(const ServeFlags& f) {
     std::string w = "off";
     int api_ok = 0;
     if (f.warm.warmup != "off") {
-        w = warmup(**eng, **m);
+        w = warmup(**eng, **m, f.warm.warmup == "full");
         api_ok = warm_api(api);
         if (f.warm.warmup == "full") {
             w += (*eng)->prefault_kv() ? "; KV pool faulted in" : "; KV pool fault-in unsupported";

@@ -56,16 +56,23 @@ class LocalResponder : public http::Responder {
 
 }  // namespace
 
-// Minimal warmup: run prompts and concurrent decodes through the engine so kernels,
-// packed weights, scratch buffers and per-batch-size matmul primitives exist, repeating
-// until the step time settles or, after the first round, kRoundsBudget seconds are spent
-// (a replica that takes seconds to come up defeats scale-out on a burst). Returns a
-// description for the log.
-std::string warmup(engine::Engine& eng, model::Model& m) {
+// Engine warmup: the per-batch-size matmul primitives, then (with `rounds`, --warmup full)
+// prompts and concurrent decodes through the engine until the round time settles or, after
+// the first, kRoundsBudget seconds are spent. The minimal tier stops after the primitives:
+// the API requests that follow (warm_api) run prefills and concurrent decodes through the
+// engine too, and a replica that takes seconds to come up defeats scale-out on a burst.
+// Returns a description for the log.
+std::string warmup(engine::Engine& eng, model::Model& m, bool rounds_too) {
     const auto t0 = Clock::now();
     const auto k = eng.knobs();
     const int prepared = m.prepare_kernels(k.max_num_batched_tokens, k.max_num_seqs);
     const double prep_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!rounds_too) {
+        return fmt::format(
+            "matmul primitives for batch buckets up to {} tokens ({} matrix x bucket pairs, "
+            "{:.2f} s)",
+            k.max_num_batched_tokens, prepared, prep_s);
+    }
     const auto& v = eng.model().tokenizer().vocab();
     const int max_seqs = std::min(eng.knobs().max_num_seqs, 8);
     constexpr double kRoundsBudget = 0.5;

@@ -11,9 +11,10 @@
 
 namespace pagoda::app {
 
-// Runs prompts and concurrent decodes through the engine until the step time settles;
-// returns a description for the log.
-std::string warmup(engine::Engine& eng, model::Model& m);
+// Creates the matmul primitives of every batch bucket and, with `rounds_too` (--warmup
+// full), runs prompts and concurrent decodes through the engine until the round time
+// settles; returns a description for the log.
+std::string warmup(engine::Engine& eng, model::Model& m, bool rounds_too);
 // Sends completions and chat requests (plain and streamed) through `api`; returns how many
 // answered.
 int warm_api(server::OpenAiServer& api);

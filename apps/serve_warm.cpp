@@ -70,8 +70,9 @@ Result<int64_t> parse_clock_start(const std::string& s) {
 void add_warm_flags(CLI::App* c, WarmFlags& f) {
     const char* g = "Warmup";
     c->add_option("--warmup", f.warmup,
-                  "Before /ready: minimal (kernels, engine rounds, API paths), full (also faults "
-                  "in the whole KV pool) or off")
+                  "Before /ready: minimal (matmul primitives, then API requests through the "
+                  "engine), full (also engine rounds until the step time settles, and the whole "
+                  "KV pool faulted in) or off")
         ->capture_default_str()
         ->check(CLI::IsMember({"minimal", "full", "off"}))
         ->group(g);
