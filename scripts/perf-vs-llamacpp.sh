@@ -16,6 +16,7 @@
 # with that many concurrent streams (256 tokens in, 128 out) against `pagoda serve` and
 # against `llama-server --parallel 16`, output tokens/s (the p99 TTFT is printed beside).
 # llama.cpp: the binaries of ../shared/anchors/llama.cpp/bin (LLAMACPP_BIN overrides).
+# PAGODA_FLAGS: extra flags for `pagoda generate` (e.g. "--kv-cache-dtype f16").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/apps/pagoda
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
         --measures) MEASURES=$2; shift 2 ;;
         --serving) SERVING=1; shift ;;
         --threads) THREADS=$2; shift 2 ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) if [ -z "$MODEL" ]; then MODEL=$1; else PAIRS=$1; fi; shift ;;
     esac
 done
@@ -65,14 +66,14 @@ pagoda_run() {  # PROMPT GEN DEPTH
     ctx=$(( (p > d ? p : d) + g + 64 ))
     if [ "$p" -gt 0 ]; then  # prefill: prompt tokens over the time to the first token
         "$BIN" generate -m "$MODEL" -t "$THREADS" --prompt-tokens "$p" -n 1 --max-model-len "$ctx" \
-            --kv-cache-memory "$KVMEM" --json 2>/dev/null | python3 -c '
+            --kv-cache-memory "$KVMEM" ${PAGODA_FLAGS:-} --json 2>/dev/null | python3 -c '
 import json, sys
 r = [json.loads(l) for l in sys.stdin if l.strip()]
 q = [x for x in r if not x.get("summary")][0]
 print(q["prompt_tokens"] / q["ttft_s"])'
     else  # decode after DEPTH tokens (at least one prompt token)
         "$BIN" generate -m "$MODEL" -t "$THREADS" --prompt-tokens "$(( d > 0 ? d : 1 ))" -n "$g" \
-            --ignore-eos --max-model-len "$ctx" --kv-cache-memory "$KVMEM" --json 2>/dev/null | python3 -c '
+            --ignore-eos --max-model-len "$ctx" --kv-cache-memory "$KVMEM" ${PAGODA_FLAGS:-} --json 2>/dev/null | python3 -c '
 import json, sys
 r = [json.loads(l) for l in sys.stdin if l.strip()]
 print([x for x in r if x.get("summary")][0]["decode_tokens_per_s"])'

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/half.h"
+#include "kernels/cpu/half_panels.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_vnni.h"
 #include "kernels/cpu/simd_dispatch.h"
@@ -216,29 +217,45 @@ TEST(Kernels, QuantPortableAndVnniPathsAgree) {
 // F16/BF16: the AVX-512 16-row panels and the portable row kernel against the
 // reference, with row counts that leave a partial panel (the padding must not be written)
 // and batches around the 6-row pass.
+// x with every value rounded to bf16 (what the AVX512_BF16 kernel multiplies).
+std::vector<float> round_bf16(std::vector<float> x) {
+    for (float& v : x) v = bf16_to_float(float_to_bf16(v));
+    return x;
+}
+
+// The optimised F16/BF16 kernels against the reference: f32 activations (F16, and BF16
+// without AVX512_BF16: 1e-5), bf16-rounded activations for the BF16 pair panels (1e-5
+// against the reference on the same rounded activations); the portable rows always f32.
 TEST(Kernels, HalfPanelsAndRowsAgree) {
     for (TensorType type : {TensorType::kF16, TensorType::kBF16}) {
         for (int64_t rows : {16, 40, 70}) {
-            SCOPED_TRACE(formats::tensor_type_name(type) + " rows " + std::to_string(rows));
-            const int64_t cols = 96;
-            const auto wbytes = make_weights(type, rows, cols, 13);
-            const WeightView w{type, rows, cols, wbytes.data()};
-            auto fast = cpu::DenseMatmul::create(w);
-            cpu::set_force_portable_kernels(true);
-            auto portable = cpu::DenseMatmul::create(w);
-            cpu::set_force_portable_kernels(false);
-            ASSERT_TRUE(fast.ok() && portable.ok());
-            for (int m : {1, 5, 6, 13}) {
-                const auto x = randn(size_t(m * cols), 2);
-                std::vector<float> want(size_t(m * rows)), a(want.size() + 64, -7.0f),
-                    b(want.size());
-                ref::matmul(w, x.data(), m, want.data());
-                (*fast)->run(x.data(), m, a.data());
-                (*portable)->run(x.data(), m, b.data());
-                for (size_t i = want.size(); i < a.size(); ++i) ASSERT_EQ(a[i], -7.0f);
-                a.resize(want.size());
-                EXPECT_LT(rel_err(a, want), 1e-5) << "m " << m;
-                EXPECT_LT(rel_err(b, want), 1e-5) << "m " << m;
+            for (int64_t cols : {96, 45}) {
+                SCOPED_TRACE(formats::tensor_type_name(type) + " rows " + std::to_string(rows) +
+                             " cols " + std::to_string(cols));
+                const bool bf16dot = type == TensorType::kBF16 && cpu::have_avx512_bf16();
+                const auto wbytes = make_weights(type, rows, cols, 13);
+                const WeightView w{type, rows, cols, wbytes.data()};
+                auto fast = cpu::DenseMatmul::create(w);
+                cpu::set_force_portable_kernels(true);
+                auto portable = cpu::DenseMatmul::create(w);
+                cpu::set_force_portable_kernels(false);
+                ASSERT_TRUE(fast.ok() && portable.ok());
+                for (int m : {1, 5, 6, 13}) {
+                    const auto x = randn(size_t(m * cols), 2);
+                    std::vector<float> want(size_t(m * rows)), want_fast(want.size()),
+                        a(want.size() + 64, -7.0f), b(want.size());
+                    ref::matmul(w, x.data(), m, want.data());
+                    ref::matmul(w, (bf16dot ? round_bf16(x) : x).data(), m, want_fast.data());
+                    (*fast)->run(x.data(), m, a.data());
+                    (*portable)->run(x.data(), m, b.data());
+                    for (size_t i = want.size(); i < a.size(); ++i) ASSERT_EQ(a[i], -7.0f);
+                    a.resize(want.size());
+                    EXPECT_LT(rel_err(a, want_fast), 1e-5) << "m " << m;
+                    EXPECT_LT(rel_err(b, want), 1e-5) << "m " << m;
+                    if (bf16dot) {
+                        EXPECT_LT(rel_err(a, want), 1e-2) << "m " << m;  // the rounding only
+                    }
+                }
             }
         }
     }
@@ -261,7 +278,10 @@ TEST_P(MatmulVsRef, Matches) {
         auto mm = cpu::DenseMatmul::create(w);
         ASSERT_TRUE(mm.ok()) << mm.error().message;
         (*mm)->run(x.data(), m, got.data());
-        // f32 activations; f32/f16/bf16 weights exact in f32.
+        // f32 activations (bf16-rounded for BF16 with AVX512_BF16); f32/f16/bf16 weights
+        // exact in f32.
+        if (type == TensorType::kBF16 && cpu::have_avx512_bf16())
+            ref::matmul(w, round_bf16(x).data(), m, want.data());
         EXPECT_LT(rel_err(got, want), 1e-5);
     }
 }

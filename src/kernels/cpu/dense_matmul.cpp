@@ -54,7 +54,8 @@ struct DenseMatmul::Impl {
     // instead of oneDNN: decode streams 2 bytes a weight, and oneDNN 2.6 has no f16 on
     // these CPUs (its f32 copy of an F16 file doubled the bytes read).
     bool half = false, bf16 = false;
-    bool panels = false;  // AVX-512: 16-row panels (half_panels.h); else plain rows
+    bool panels = false;   // AVX-512: 16-row panels (half_panels.h); else plain rows
+    bool bf16dot = false;  // BF16 with AVX512_BF16: pair panels, bf16 activations
     HugeBuffer half_rows;
     dnnl::memory::data_type wtype = dnnl::memory::data_type::f32;
     dnnl::memory::desc packed_desc;
@@ -102,9 +103,10 @@ Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
         im.half = true;
         im.bf16 = w.type == TensorType::kBF16;
         im.panels = have_avx512_half() && !force_portable_kernels();
+        im.bf16dot = im.panels && im.bf16 && have_avx512_bf16();
         const int64_t panels = (w.rows + kHalfPanelRows - 1) / kHalfPanelRows;
-        const size_t bytes =
-            im.panels ? half_panel_bytes(w.cols) * size_t(panels) : size_t(w.rows * w.cols) * 2;
+        const size_t panel_bytes = im.bf16dot ? bf16_panel_bytes(w.cols) : half_panel_bytes(w.cols);
+        const size_t bytes = im.panels ? panel_bytes * size_t(panels) : size_t(w.rows * w.cols) * 2;
         PAGODA_ASSIGN_OR_RETURN(im.half_rows, HugeBuffer::allocate(bytes));
         const auto* src = reinterpret_cast<const uint16_t*>(w.data);
         auto* dst = reinterpret_cast<uint16_t*>(im.half_rows.data());
@@ -113,8 +115,14 @@ Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
             return mm;
         }
 #pragma omp parallel for schedule(static)
-        for (int64_t p = 0; p < panels; ++p)
-            pack_half_panel(src, w.rows, w.cols, p, dst + size_t(p) * half_panel_bytes(w.cols) / 2);
+        for (int64_t p = 0; p < panels; ++p) {
+            uint16_t* out = dst + size_t(p) * panel_bytes / 2;
+            if (im.bf16dot) {
+                pack_bf16_pair_panel(src, w.rows, w.cols, p, out);
+            } else {
+                pack_half_panel(src, w.rows, w.cols, p, out);
+            }
+        }
         return mm;
     }
     try {
@@ -187,10 +195,20 @@ void DenseMatmul::run(const float* x, int m, float* y) const {
         const int64_t ranges = m <= 64
                                    ? std::min<int64_t>(panels, int64_t(omp_get_max_threads()) * 4)
                                    : (panels + 1) / 2;
+        thread_local std::vector<uint32_t> xb;  // the caller's; the pool reads it via xbp
+        if (im.bf16dot) {
+            xb.resize(size_t(m) * size_t(bf16_pairs(im.k)));
+            bf16_pair_activations(x, m, im.k, xb.data());
+        }
+        const uint32_t* xbp = xb.data();
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t c = 0; c < ranges; ++c) {
             int64_t p0 = panels * c / ranges, p1 = panels * (c + 1) / ranges;
-            half_panels_gemm(w, im.bf16, im.n, im.k, x, m, y, p0, p1);
+            if (im.bf16dot) {
+                bf16_panels_gemm(w, im.n, im.k, xbp, m, y, p0, p1);
+            } else {
+                half_panels_gemm(w, im.bf16, im.n, im.k, x, m, y, p0, p1);
+            }
         }
         return;
     }
