@@ -71,6 +71,20 @@ PAGODA_HALF inline __m512 load16(const uint16_t* p) {
     return _mm512_cvtph_ps(h);
 }
 
+// The accumulators of P panels from panel p x N activation rows from i0 into y (rows past
+// the matrix's last row are not written).
+template <int P, int N>
+PAGODA_HALF inline void store_panels(const __m512 (&acc)[P][N], int64_t rows, int i0, float* y,
+                                     int64_t p) {
+    for (int k = 0; k < P; ++k) {
+        const int64_t r0 = (p + k) * kHalfPanelRows;
+        const int64_t valid = std::min<int64_t>(kHalfPanelRows, rows - r0);
+        const __mmask16 mask = valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << valid) - 1);
+        for (int i = 0; i < N; ++i)
+            _mm512_mask_storeu_ps(y + size_t(i0 + i) * size_t(rows) + size_t(r0), mask, acc[k][i]);
+    }
+}
+
 // P panels (1 or 2) from panel p x N activation rows from i0.
 template <bool kBf16, int P, int N>
 PAGODA_HALF void panels_rows(const uint16_t* packed, int64_t rows, int64_t cols, const float* x,
@@ -95,13 +109,7 @@ PAGODA_HALF void panels_rows(const uint16_t* packed, int64_t rows, int64_t cols,
             for (int k = 0; k < P; ++k) acc[k][i] = _mm512_fmadd_ps(wv[k], xb, acc[k][i]);
         }
     }
-    for (int k = 0; k < P; ++k) {
-        const int64_t r0 = (p + k) * kHalfPanelRows;
-        const int64_t valid = std::min<int64_t>(kHalfPanelRows, rows - r0);
-        const __mmask16 mask = valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << valid) - 1);
-        for (int i = 0; i < N; ++i)
-            _mm512_mask_storeu_ps(y + size_t(i0 + i) * size_t(rows) + size_t(r0), mask, acc[k][i]);
-    }
+    store_panels<P, N>(acc, rows, i0, y, p);
 }
 
 // The last m % kRows activation rows: N from kRows - 1 down to the one that fits.
@@ -165,13 +173,7 @@ PAGODA_BF16DOT void bf16_rows(const uint16_t* packed, int64_t rows, int64_t pair
             for (int k = 0; k < P; ++k) acc[k][i] = _mm512_dpbf16_ps(acc[k][i], wv[k], xv);
         }
     }
-    for (int k = 0; k < P; ++k) {
-        const int64_t r0 = (p + k) * kHalfPanelRows;
-        const int64_t valid = std::min<int64_t>(kHalfPanelRows, rows - r0);
-        const __mmask16 mask = valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << valid) - 1);
-        for (int i = 0; i < N; ++i)
-            _mm512_mask_storeu_ps(y + size_t(i0 + i) * size_t(rows) + size_t(r0), mask, acc[k][i]);
-    }
+    store_panels<P, N>(acc, rows, i0, y, p);
 }
 
 template <int P, int N>
