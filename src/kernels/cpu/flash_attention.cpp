@@ -56,6 +56,7 @@ struct Scratch {
     std::vector<float> v;   // [kKeyTile][hdp], the tile's values (padding columns stay 0)
     std::vector<float> p;   // [M][kKeyTile], scores, then probabilities
     std::vector<float> mx, l, alpha;
+    std::vector<int> valid;  // [M], keys of the current tile each query sees
 };
 
 }  // namespace pagoda::kernels::cpu::flash
@@ -118,6 +119,19 @@ HWY_INLINE void GatherTile(D df, const Item& it, int t0, int nt, int hdp, Scratc
     }
 }
 
+// One query's scores against key chunk c (N keys) of the tile: the same FMA chain over d
+// as the blocked path below.
+template <class D>
+HWY_INLINE void ScoreChunk(D df, int m, int c, int hd, Scratch& s) {
+    const int N = int(hn::Lanes(df));
+    const float* q = s.q.data() + size_t(m) * size_t(hd);
+    const float* kt = s.kt.data() + size_t(c * N);
+    auto a = hn::Zero(df);
+    for (int d = 0; d < hd; ++d)
+        a = hn::MulAdd(hn::Set(df, q[d]), hn::LoadU(df, kt + size_t(d) * kKeyTile), a);
+    hn::StoreU(a, df, s.p.data() + size_t(m) * kKeyTile + size_t(c * N));
+}
+
 // Scores of queries [m0, m1) against key chunks [0, nc) of the tile: s.p[m][t] =
 // sum over d in order of q[m][d] * k[t][d]. Four queries x four chunks at a time where
 // they fit; every score is the same FMA chain whichever block computes it.
@@ -149,28 +163,11 @@ HWY_INLINE void TileScores(D df, int m0, int m1, int nc, int hd, Scratch& s) {
                 for (int j = 0; j < 4; ++j) hn::StoreU(a[i][j], df, pr + j * N);
             }
         }
-        for (; m < m1; ++m) {
-            for (int j = 0; j < 4; ++j) {
-                auto a = hn::Zero(df);
-                for (int d = 0; d < hd; ++d) {
-                    a = hn::MulAdd(hn::Set(df, s.q[size_t(m) * size_t(hd) + size_t(d)]),
-                                   hn::LoadU(df, kt + size_t(d) * kKeyTile + size_t((c + j) * N)),
-                                   a);
-                }
-                hn::StoreU(a, df, s.p.data() + size_t(m) * kKeyTile + size_t((c + j) * N));
-            }
-        }
+        for (; m < m1; ++m)
+            for (int j = 0; j < 4; ++j) ScoreChunk(df, m, c + j, hd, s);
     }
-    for (; c < nc; ++c) {
-        for (int m = m0; m < m1; ++m) {
-            auto a = hn::Zero(df);
-            for (int d = 0; d < hd; ++d) {
-                a = hn::MulAdd(hn::Set(df, s.q[size_t(m) * size_t(hd) + size_t(d)]),
-                               hn::LoadU(df, kt + size_t(d) * kKeyTile + size_t(c * N)), a);
-            }
-            hn::StoreU(a, df, s.p.data() + size_t(m) * kKeyTile + size_t(c * N));
-        }
-    }
+    for (; c < nc; ++c)
+        for (int m = m0; m < m1; ++m) ScoreChunk(df, m, c, hd, s);
 }
 
 // Online softmax step of query m over its `valid` keys of the tile (chunks [0, nc)):
@@ -275,9 +272,7 @@ HWY_INLINE void TileOutputs(D df, int m0, int m1, const int* valid, int hdp, Scr
 }
 
 // Sizes the scratch for an item and loads its queries, scaled.
-template <class D>
-HWY_INLINE void StartItem(D df, const Item& it, int hdp, Scratch& s) {
-    (void)df;
+HWY_INLINE void StartItem(const Item& it, int hdp, Scratch& s) {
     const int hd = it.kv->head_dim, M = it.rows * it.group;
     s.q.resize(size_t(M) * size_t(hd));
     s.o.assign(size_t(M) * size_t(hdp), 0.0f);
@@ -288,6 +283,7 @@ HWY_INLINE void StartItem(D df, const Item& it, int hdp, Scratch& s) {
     s.mx.assign(size_t(M), -INFINITY);
     s.l.assign(size_t(M), 0.0f);
     s.alpha.assign(size_t(M), 1.0f);
+    s.valid.resize(size_t(M));
     for (int r = 0; r < it.rows; ++r) {
         for (int j = 0; j < it.group; ++j) {
             const float* src = it.q + size_t(r) * size_t(it.q_stride) + size_t(j) * size_t(hd);
@@ -302,8 +298,7 @@ void FlashItem(const Item& it, Scratch& s) {
     const int N = int(hn::Lanes(df));
     const int hd = it.kv->head_dim, g = it.group, M = it.rows * g;
     const int hdp = (hd + N - 1) / N * N;
-    StartItem(df, it, hdp, s);
-    std::vector<int> valid(static_cast<size_t>(M));
+    StartItem(it, hdp, s);
     const int last = it.pos0 + it.rows - 1;
     for (int t0 = 0; t0 <= last; t0 += kKeyTile) {
         const int nt = std::min(kKeyTile, last + 1 - t0), nc = (nt + N - 1) / N;
@@ -311,10 +306,10 @@ void FlashItem(const Item& it, Scratch& s) {
         GatherTile(df, it, t0, nt, hdp, s);
         TileScores(df, m0, M, nc, hd, s);
         for (int m = m0; m < M; ++m) {
-            valid[size_t(m)] = std::min(nt, it.pos0 + m / g + 1 - t0);
-            SoftmaxStep(df, m, valid[size_t(m)], nc, s);
+            s.valid[size_t(m)] = std::min(nt, it.pos0 + m / g + 1 - t0);
+            SoftmaxStep(df, m, s.valid[size_t(m)], nc, s);
         }
-        TileOutputs(df, m0, M, valid.data() + m0, hdp, s);
+        TileOutputs(df, m0, M, s.valid.data() + m0, hdp, s);
     }
     for (int r = 0; r < it.rows; ++r) {
         for (int j = 0; j < g; ++j) {
