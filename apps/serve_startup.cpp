@@ -56,7 +56,7 @@ class LocalResponder : public http::Responder {
 
 }  // namespace
 
-// Engine warmup: the per-batch-size matmul primitives, then (with `rounds`, --warmup full)
+// Engine warmup: the per-batch-size matmul primitives, then (`rounds_too`, --warmup full)
 // prompts and concurrent decodes through the engine until the round time settles or, after
 // the first, kRoundsBudget seconds are spent. The minimal tier stops after the primitives:
 // the API requests that follow (warm_api) run prefills and concurrent decodes through the
