@@ -23,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 
 struct GenerateFlags {
     std::string model = default_model_path();
+    std::string weight_cache_dir;  // empty: no weight cache
     std::string prompt;
     std::string prompts_file;
     int n = 128;
@@ -304,7 +305,9 @@ int run_batch(engine::Engine& eng, const GenerateFlags& f, std::vector<Job> jobs
 int run_generate(const GenerateFlags& f) {
     auto cfg = engine_config(f.engine);
     if (!cfg.ok()) return fail(cfg.error());
-    auto m = model::Model::load(f.model);
+    model::LoadOptions load_opts;
+    load_opts.weight_cache_dir = f.weight_cache_dir;
+    auto m = model::Model::load(f.model, load_opts);
     if (!m.ok()) return fail(m.error());
     model::Model& model = **m;
 
@@ -362,6 +365,9 @@ void add_generate(CLI::App& app, std::function<int()>& action) {
     c->add_option("-m,--model", f->model, "GGUF model file")
         ->capture_default_str()
         ->check(CLI::ExistingFile);
+    c->add_option("--weight-cache-dir", f->weight_cache_dir,
+                  "Keep the packed weights in a file here (as pagoda serve does by default), so "
+                  "the next run maps them instead of packing; default: none");
     auto* p_opt = c->add_option("-p,--prompt", f->prompt, "Prompt text");
     auto* pt_opt =
         c->add_option("--prompt-tokens", f->prompt_tokens,

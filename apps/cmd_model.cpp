@@ -12,7 +12,9 @@ namespace pagoda::app {
 namespace {
 
 int run_info(const std::string& path) {
-    auto m = model::Model::load(path, {.pack = model::Weights::Pack::kNo});
+    model::LoadOptions opts;
+    opts.pack = model::Weights::Pack::kNo;
+    auto m = model::Model::load(path, opts);
     if (!m.ok()) return fail(m.error());
     const model::Model& md = **m;
     const auto& c = md.config();

@@ -37,7 +37,9 @@ struct ServeFlags {
     int port = 8000;
     std::vector<std::string> api_keys;
     std::vector<std::string> admin_api_keys;
-    std::string state_dir;  // empty: control::default_state_dir()
+    std::string state_dir;         // empty: control::default_state_dir()
+    std::string weight_cache_dir;  // empty: <state dir>/weight-cache
+    bool no_weight_cache = false;
     std::string stable_window = "10m";
     // The control plane (durations as parse_duration_ms takes them).
     std::string block_size_policy = "measured";
@@ -230,7 +232,15 @@ int run_serve(const ServeFlags& f) {
     auto cfg = engine_config(f.engine);
     if (!cfg.ok()) return fail(cfg.error());
     const auto t0 = Clock::now();
-    auto m = f.backend == "sim" ? simulated_model(f, *cfg) : model::Model::load(f.model);
+    model::LoadOptions load_opts;
+    if (!f.no_weight_cache) {
+        load_opts.weight_cache_dir =
+            !f.weight_cache_dir.empty()
+                ? f.weight_cache_dir
+                : (f.state_dir.empty() ? control::default_state_dir() : f.state_dir) +
+                      "/weight-cache";
+    }
+    auto m = f.backend == "sim" ? simulated_model(f, *cfg) : model::Model::load(f.model, load_opts);
     if (!m.ok()) {
         fail(m.error());
         return f.backend == "sim" ? 2 : 1;
@@ -240,10 +250,13 @@ int run_serve(const ServeFlags& f) {
         if (!trace.ok()) return fail(trace.error());
         cfg->on_forward = std::move(*trace);
     }
-    log_info("model_loaded seconds={:.2f} file_gib={:.2f} packed_gib={:.2f}",
+    const model::WeightCacheReport wc = (**m).weight_cache_report();
+    log_info("model_loaded seconds={:.2f} file_gib={:.2f} packed_gib={:.2f} weight_cache={}{}{}",
              std::chrono::duration<double>(Clock::now() - t0).count(),
              double((**m).weights().file_bytes) / double(1 << 30),
-             double((**m).weights().packed_bytes) / double(1 << 30));
+             double((**m).weights().packed_bytes) / double(1 << 30),
+             model::weight_cache_state_name(wc.state), wc.path.empty() ? "" : " path=" + wc.path,
+             wc.note.empty() ? "" : fmt::format(" note=\"{}\"", wc.note));
     auto eng = engine::Engine::create(**m, *cfg);
     if (!eng.ok()) return fail(eng.error());
     auto ctl = control_options(f);
@@ -475,6 +488,12 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
     c->add_option("--state-dir", f->state_dir,
                   "Directory of the control state (pagoda.db: config versions; default "
                   "$XDG_STATE_HOME/pagoda, else ~/.local/state/pagoda)");
+    c->add_option("--weight-cache-dir", f->weight_cache_dir,
+                  "Keep the packed weights in a file here, so the next start maps them instead "
+                  "of packing (default <state dir>/weight-cache; one file per model and CPU, "
+                  "rebuilt when the model file changes)");
+    c->add_flag("--no-weight-cache", f->no_weight_cache,
+                "Pack the weights at every start; read and write no weight cache file");
     c->add_option("--stable-window", f->stable_window,
                   "How long a config version must serve without OOM risk before it counts as "
                   "stable (a rollback target): seconds, or 90s, 10m, 1h")

@@ -34,6 +34,13 @@ Result<HugeBuffer> HugeBuffer::allocate(size_t bytes) {
     return b;
 }
 
+HugeBuffer HugeBuffer::borrow(const uint8_t* data, size_t bytes) {
+    HugeBuffer b;
+    b.data_ = const_cast<uint8_t*>(data);
+    b.size_ = bytes;
+    return b;
+}
+
 HugeBuffer::HugeBuffer(HugeBuffer&& o) noexcept
     : data_(std::exchange(o.data_, nullptr)),
       size_(std::exchange(o.size_, 0)),
@@ -41,7 +48,7 @@ HugeBuffer::HugeBuffer(HugeBuffer&& o) noexcept
 
 HugeBuffer& HugeBuffer::operator=(HugeBuffer&& o) noexcept {
     if (this != &o) {
-        if (data_) munmap(data_, mapped_);
+        if (mapped_) munmap(data_, mapped_);
         data_ = std::exchange(o.data_, nullptr);
         size_ = std::exchange(o.size_, 0);
         mapped_ = std::exchange(o.mapped_, 0);
@@ -50,7 +57,7 @@ HugeBuffer& HugeBuffer::operator=(HugeBuffer&& o) noexcept {
 }
 
 HugeBuffer::~HugeBuffer() {
-    if (data_) munmap(data_, mapped_);
+    if (mapped_) munmap(data_, mapped_);
 }
 
 bool HugeBuffer::populate() const {

@@ -14,6 +14,9 @@ namespace pagoda {
 class HugeBuffer {
   public:
     static Result<HugeBuffer> allocate(size_t bytes);
+    // A view of memory owned elsewhere (a mapped weight-cache file), read-only in practice:
+    // nothing is unmapped at destruction. The owner keeps it alive longer than the view.
+    static HugeBuffer borrow(const uint8_t* data, size_t bytes);
     HugeBuffer() = default;
     HugeBuffer(HugeBuffer&& o) noexcept;
     HugeBuffer& operator=(HugeBuffer&& o) noexcept;
@@ -34,7 +37,7 @@ class HugeBuffer {
   private:
     uint8_t* data_ = nullptr;
     size_t size_ = 0;
-    size_t mapped_ = 0;
+    size_t mapped_ = 0;  // 0 for a borrowed view
 };
 
 }  // namespace pagoda

@@ -1,5 +1,10 @@
 #include "model/model.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -64,10 +69,7 @@ Result<std::unique_ptr<Model>> Model::load_on_this_thread(const std::string& pat
         return make_error(ErrorCode::kInvalidFile,
                           "{}: the file has no tensors (a vocab-only file cannot generate)", path);
     }
-    PAGODA_ASSIGN_OR_RETURN(m->weights_, Weights::load(g, *m->arch_, m->cfg_, opts.pack));
-    // The fast path reads the packed copies; what still reads the file (the embedding
-    // rows of the tokens seen, the reference forward) faults its pages back in.
-    if (opts.pack == Weights::Pack::kYes) m->file_.release_pages();
+    PAGODA_TRY(m->load_weights(path, opts));
     if (!m->weights_.rope_freqs.empty()) m->cfg_.rope.freq_factors = m->weights_.rope_freqs.data();
     if (arch == "mistral") {
         const int64_t window = g.get_int_or("mistral.attention.sliding_window", 0);
@@ -81,6 +83,86 @@ Result<std::unique_ptr<Model>> Model::load_on_this_thread(const std::string& pat
     }
     m->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
     return m;
+}
+
+const char* weight_cache_state_name(WeightCacheReport::State s) {
+    switch (s) {
+        case WeightCacheReport::State::kOff: return "off";
+        case WeightCacheReport::State::kHit: return "hit";
+        case WeightCacheReport::State::kWriting: return "writing";
+        case WeightCacheReport::State::kWritten: return "written";
+        case WeightCacheReport::State::kFailed: return "failed";
+    }
+    return "?";
+}
+
+Model::~Model() { wait_weight_cache(); }
+
+WeightCacheReport Model::weight_cache_report() const {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    return cache_report_;
+}
+
+void Model::wait_weight_cache() const {
+    if (cache_writer_.joinable()) cache_writer_.join();
+}
+
+Status Model::load_weights(const std::string& path, const LoadOptions& opts) {
+    using State = WeightCacheReport::State;
+    PackCache cache;
+    WeightCacheReport report;
+    std::string key;
+    const bool use_cache = !opts.weight_cache_dir.empty() && opts.pack == Weights::Pack::kYes;
+    if (use_cache) {
+        size_t data_offset = file_.bytes().size();
+        for (const auto& t : gguf_->tensors())
+            data_offset = std::min(data_offset, size_t(t.data.data() - file_.bytes().data()));
+        key = weight_cache_key(file_, data_offset);
+        report.path = weight_cache_path(opts.weight_cache_dir, path, key);
+        auto c = WeightCache::open(report.path, key, opts.weight_cache_use);
+        if (c.ok()) {
+            weight_cache_ = std::move(*c);
+            cache.in = weight_cache_.get();
+            report.copied = weight_cache_->copies();
+        } else {
+            report.note =
+                c.error().code == ErrorCode::kNotFound ? "no cache file yet" : c.error().message;
+        }
+        cache.record = true;
+    }
+    PAGODA_ASSIGN_OR_RETURN(
+        weights_, Weights::load(*gguf_, *arch_, cfg_, opts.pack, use_cache ? &cache : nullptr));
+    // The fast path reads the packed copies; what still reads the file (the embedding
+    // rows of the tokens seen, the reference forward) faults its pages back in.
+    if (opts.pack == Weights::Pack::kYes) file_.release_pages();
+    if (report.copied) weight_cache_.reset();  // everything taken was copied out
+    report.adopted = cache.adopted;
+    report.packed = cache.packed;
+    report.state = !use_cache ? State::kOff : cache.packed == 0 ? State::kHit : State::kWriting;
+    cache_report_ = report;
+    if (report.state != State::kWriting) return ok_status();
+    // Written beside the engine's start: the packed buffers are read-only from here on.
+    cache_writer_ = std::thread([this, key, out = report.path, pieces = std::move(cache.out)] {
+        // Below the engine's threads: serving starts while the file is written.
+        setpriority(PRIO_PROCESS, id_t(gettid()), 10);
+        const auto t0 = std::chrono::steady_clock::now();
+        size_t bytes = 0;
+        for (const PackedPiece& p : pieces) bytes += p.data.size();
+        const Status st = write_weight_cache(out, key, pieces);
+        std::lock_guard<std::mutex> lock(cache_mu_);
+        if (st.ok()) {
+            cache_report_.state = State::kWritten;
+            log_info("weight_cache_written path={} gib={:.2f} seconds={:.2f}", out,
+                     double(bytes) / double(1 << 30),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        } else {
+            cache_report_.state = State::kFailed;
+            cache_report_.note = st.error().message;
+            log_warn("weight cache not written (the next start packs again): {}",
+                     st.error().message);
+        }
+    });
+    return ok_status();
 }
 
 void Model::embed(const ForwardBatch& b, float* x) const {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/mapped_file.h"
@@ -23,7 +24,22 @@ namespace pagoda::model {
 
 struct LoadOptions {
     Weights::Pack pack = Weights::Pack::kYes;
+    // Packed weights are read from and written to a cache file in this folder
+    // (weight_cache.h): a start with a warm cache maps them instead of packing. Empty: off.
+    std::string weight_cache_dir;
+    WeightCache::Use weight_cache_use = WeightCache::Use::kAuto;
 };
+
+// What the weight cache did at load.
+struct WeightCacheReport {
+    enum class State { kOff, kHit, kWriting, kWritten, kFailed };
+    State state = State::kOff;
+    std::string path;
+    std::string note;  // why the cache was not used (missing, stale, damaged), or the error
+    int adopted = 0, packed = 0;  // matrices mapped from the cache, and packed at load
+    bool copied = false;          // hit, but copied out of 4 KiB pages into huge pages
+};
+const char* weight_cache_state_name(WeightCacheReport::State s);
 
 // The simulated GPU (`pagoda serve --backend sim`): no weights; forward() waits the step
 // time the performance model gives for the batch on `gpu` with tensor parallelism `tp`
@@ -53,6 +69,7 @@ struct SimTotals {
 class Model {
   public:
     static Result<std::unique_ptr<Model>> load(const std::string& path, LoadOptions opts = {});
+    ~Model();  // waits for a weight cache file being written
     // A simulated model (model_sim.cpp). Its config() is one GPU's shard: heads and KV heads
     // divided by the TP degree (KV heads at least 1), so the KV pool is sized per GPU.
     static Result<std::unique_ptr<Model>> simulate(const SimOptions& o);
@@ -77,6 +94,10 @@ class Model {
     const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
     const formats::GgufFile& gguf() const { return *gguf_; }
     const MappedFile& file() const { return file_; }
+    // Thread-safe; state kWriting turns kWritten (or kFailed) when the file is complete.
+    WeightCacheReport weight_cache_report() const;
+    // Blocks until a weight cache file being written is complete (tests, `pagoda generate`).
+    void wait_weight_cache() const;
 
   private:
     Model() = default;
@@ -87,6 +108,9 @@ class Model {
     void embed(const ForwardBatch& b, float* x) const;
     Status sim_forward(const ForwardBatch& b, std::vector<float>& logits);
     Status check_batch(const ForwardBatch& b, int block_size) const;
+    // Opens the cache for `opts` (if any) and loads the weights through it; starts the
+    // writer of a new cache file when anything was packed.
+    Status load_weights(const std::string& path, const LoadOptions& opts);
 
     MappedFile file_;
     std::unique_ptr<formats::GgufFile> gguf_;
@@ -94,6 +118,10 @@ class Model {
     ModelConfig cfg_;
     Weights weights_;
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+    std::unique_ptr<WeightCache> weight_cache_;  // mapped: the adopted weights point into it
+    mutable std::mutex cache_mu_;
+    WeightCacheReport cache_report_;  // guarded by cache_mu_
+    mutable std::thread cache_writer_;
 
     struct Sim {
         sim::PerfModel perf;

@@ -43,7 +43,8 @@ bool quant_kernel(TensorType t) {
 
 class Loader {
   public:
-    Loader(const formats::GgufFile& g, Weights::Pack pack) : g_(g), pack_(pack) {}
+    Loader(const formats::GgufFile& g, Weights::Pack pack, PackCache* cache)
+        : g_(g), pack_(pack), cache_(cache) {}
 
     Result<const formats::GgufTensorInfo*> tensor(const std::string& name,
                                                   std::vector<uint64_t> dims) {
@@ -86,6 +87,7 @@ class Loader {
     Status linear(const std::string& name, uint64_t rows, uint64_t cols, Linear& out,
                   bool bias = false, PackNow now = PackNow::kYes) {
         PAGODA_ASSIGN_OR_RETURN(out.view, view(name + ".weight", rows, cols));
+        out.name = name;
         if (now == PackNow::kYes) PAGODA_TRY(pack(out));
         if (bias) {
             const std::string bname = name + ".bias";
@@ -98,9 +100,58 @@ class Loader {
         return ok_status();
     }
 
-    Status pack(Linear& l) {
+    // What a cache entry for `l` holds: the QuantMatmul's or DenseMatmul's packed bytes
+    // (K-quants without a VNNI kernel run dense from f32 values).
+    static PackedEntry entry_for(const Linear& l) {
         const TensorType t = l.view.type;
+        const bool q = quant_kernel(t);
+        return PackedEntry{l.name, q ? PackedKind::kQuant : PackedKind::kDense,
+                           q || !formats::is_k_quant(t) ? t : TensorType::kF32, l.view.rows,
+                           l.view.cols};
+    }
+
+    // Takes l's packed bytes from the cache when it has them; false when it does not (or
+    // they do not fit this build's layout: then l is packed and the cache rewritten).
+    Result<bool> adopt(Linear& l) {
+        if (!cache_ || !cache_->in) return false;
+        const PackedEntry e = entry_for(l);
+        auto bytes = cache_->in->take(e);
+        if (!bytes) return false;
+        if (!bytes->ok()) return bytes->error();
+        if (e.kind == PackedKind::kQuant) {
+            auto q = kernels::cpu::QuantMatmul::adopt(e.type, e.rows, e.cols, std::move(**bytes));
+            if (!q.ok()) return false;
+            l.quant = std::move(*q);
+        } else {
+            auto d = kernels::cpu::DenseMatmul::adopt(e.type, e.rows, e.cols, std::move(**bytes));
+            if (!d.ok()) return false;
+            l.dense = std::move(*d);
+        }
+        ++cache_->adopted;
+        packed += l.quant ? l.quant->packed_bytes() : l.dense->packed_bytes();
+        return true;
+    }
+
+    // Lists l's packed bytes for a new cache file.
+    void record(const Linear& l) {
+        if (!cache_ || !cache_->record) return;
+        cache_->out.push_back(
+            PackedPiece{entry_for(l), l.quant ? l.quant->packed_data() : l.dense->packed_data()});
+    }
+
+    Status pack(Linear& l) {
         if (pack_ == Weights::Pack::kNo) return ok_status();
+        PAGODA_ASSIGN_OR_RETURN(const bool adopted, adopt(l));
+        if (!adopted) {
+            PAGODA_TRY(pack_now(l));
+            if (cache_) ++cache_->packed;
+        }
+        record(l);
+        return ok_status();
+    }
+
+    Status pack_now(Linear& l) {
+        const TensorType t = l.view.type;
         if (quant_kernel(t)) {
             PAGODA_ASSIGN_OR_RETURN(l.quant, kernels::cpu::QuantMatmul::create(l.view));
             packed += l.quant->packed_bytes();
@@ -124,7 +175,7 @@ class Loader {
 
     // Packs the row-wise concatenation of `parts` (same type and width) into `out`, with
     // their biases concatenated. Returns false (packing each part alone) when they differ.
-    Status fuse(std::initializer_list<Linear*> parts, Linear& out) {
+    Status fuse(std::initializer_list<Linear*> parts, const std::string& name, Linear& out) {
         const Linear& first = **parts.begin();
         bool same = pack_ == Weights::Pack::kYes;
         int64_t rows = 0;
@@ -143,7 +194,14 @@ class Loader {
                 out.bias.insert(out.bias.end(), b.begin(), b.end());
             }
         }
+        out.name = name;
         out.view = kernels::WeightView{first.view.type, rows, first.view.cols, nullptr};
+        PAGODA_ASSIGN_OR_RETURN(const bool adopted, adopt(out));
+        if (adopted) {
+            record(out);
+            return ok_status();
+        }
+        if (cache_) ++cache_->packed;
         if (quant_kernel(first.view.type)) {  // packed straight from the parts' rows
             std::vector<const uint8_t*> row_data;
             for (Linear* p : parts) {
@@ -152,6 +210,7 @@ class Loader {
             PAGODA_ASSIGN_OR_RETURN(out.quant, kernels::cpu::QuantMatmul::create_rows(
                                                    out.view.type, out.view.cols, row_data));
             packed += out.quant->packed_bytes();
+            record(out);
             return ok_status();
         }
         std::vector<uint8_t> joined;  // temporary: the packed copy is made from it
@@ -160,8 +219,9 @@ class Loader {
             joined.insert(joined.end(), p->view.data, p->view.data + n);
         }
         out.view.data = joined.data();
-        PAGODA_TRY(pack(out));
+        PAGODA_TRY(pack_now(out));
         out.view.data = nullptr;  // `joined` dies here; only the packed copy is used
+        record(out);
         return ok_status();
     }
 
@@ -171,14 +231,15 @@ class Loader {
   private:
     const formats::GgufFile& g_;
     Weights::Pack pack_;
+    PackCache* cache_;
 };
 
 }  // namespace
 
 Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& arch,
-                              ModelConfig& cfg, Pack pack) {
+                              ModelConfig& cfg, Pack pack, PackCache* cache) {
     Weights w;
-    Loader ld(g, pack);
+    Loader ld(g, pack, cache);
     const formats::GgufTensorInfo* emb = g.find_tensor("token_embd.weight");
     if (!emb || emb->dims.size() != 2) {
         return make_error(ErrorCode::kInvalidFile,
@@ -194,6 +255,7 @@ Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& ar
         PAGODA_TRY(ld.linear("output", vocab, dim, w.output));
     } else {
         w.tied_embeddings = true;
+        w.output.name = "output";
         w.output.view = w.token_embd;
         PAGODA_TRY(ld.pack(w.output));
     }
@@ -213,7 +275,7 @@ Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& ar
         PAGODA_TRY(ld.linear(p + "attn_q", qd, dim, L.wq, arch.qkv_bias, later));
         PAGODA_TRY(ld.linear(p + "attn_k", kvd, dim, L.wk, arch.qkv_bias, later));
         PAGODA_TRY(ld.linear(p + "attn_v", kvd, dim, L.wv, arch.qkv_bias, later));
-        PAGODA_TRY(ld.fuse({&L.wq, &L.wk, &L.wv}, L.qkv));
+        PAGODA_TRY(ld.fuse({&L.wq, &L.wk, &L.wv}, p + "attn_qkv", L.qkv));
         PAGODA_TRY(ld.linear(p + "attn_output", dim, qd, L.wo));
         if (arch.qk_norm) {
             PAGODA_ASSIGN_OR_RETURN(L.q_norm,
@@ -224,7 +286,7 @@ Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& ar
         PAGODA_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + "ffn_norm.weight", dim));
         PAGODA_TRY(ld.linear(p + "ffn_gate", ffn, dim, L.w_gate, false, later));
         PAGODA_TRY(ld.linear(p + "ffn_up", ffn, dim, L.w_up, false, later));
-        PAGODA_TRY(ld.fuse({&L.w_gate, &L.w_up}, L.gate_up));
+        PAGODA_TRY(ld.fuse({&L.w_gate, &L.w_up}, p + "ffn_gate_up", L.gate_up));
         PAGODA_TRY(ld.linear(p + "ffn_down", dim, ffn, L.w_down));
     }
     w.file_bytes = ld.bytes;

@@ -13,12 +13,14 @@
 #include "kernels/types.h"
 #include "model/architecture.h"
 #include "model/config.h"
+#include "model/weight_cache.h"
 
 namespace pagoda::model {
 
 // y = W x (+ b). `view` always points into the file; `dense` (F32/F16/BF16) or `quant`
 // (Q8_0/Q4_0) holds the packed copy the fast kernels read.
 struct Linear {
+    std::string name;  // the tensor's name without ".weight" ("blk.0.attn_qkv" when fused)
     kernels::WeightView view;
     std::unique_ptr<kernels::cpu::DenseMatmul> dense;
     std::unique_ptr<kernels::cpu::QuantMatmul> quant;  // Q8_0/Q4_0, K-quants with VNNI
@@ -42,6 +44,16 @@ struct LayerWeights {
     Linear w_gate, w_up, w_down;        // [ffn x dim] x2, [dim x ffn]
 };
 
+// A weight cache for Weights::load: matrices whose packed bytes `in` holds are adopted
+// from it instead of packed; with `record`, every matrix packed here is listed in `out`
+// (its bytes stay owned by the Weights) for writing a new cache file.
+struct PackCache {
+    const WeightCache* in = nullptr;
+    bool record = false;
+    std::vector<PackedPiece> out;
+    int adopted = 0, packed = 0;  // matrices taken from `in`, and packed here
+};
+
 struct Weights {
     kernels::WeightView token_embd;  // [vocab x dim], any supported type
     std::vector<float> output_norm;  // [dim]
@@ -54,7 +66,7 @@ struct Weights {
 
     enum class Pack { kYes, kNo };  // kNo: views only (reference forward, `model info`)
     static Result<Weights> load(const formats::GgufFile& g, const Architecture& arch,
-                                ModelConfig& cfg, Pack pack);
+                                ModelConfig& cfg, Pack pack, PackCache* cache = nullptr);
 };
 
 // Supported weight types for compute, and whether a type is dense (oneDNN) or block-quantized.

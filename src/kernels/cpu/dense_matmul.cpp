@@ -1,5 +1,6 @@
 // oneDNN matmul with weights packed once. oneDNN's C++ API throws dnnl::error: every
 // call into it is wrapped here, so nothing escapes to the data path.
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "base/huge_buffer.h"
 #include "kernels/cpu/half_panels.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_vnni.h"
 #include "kernels/cpu/simd_dispatch.h"
 #include "kernels/ref/ops.h"
 
@@ -38,6 +40,14 @@ std::map<PrimKey, dnnl::matmul>& g_prims() {
     return m;
 }
 }  // namespace
+
+std::string packed_layout_key() {
+    const dnnl_version_t* v = dnnl_version();
+    return fmt::format(
+        "layout={};vnni={};avx512_half={};avx512_bf16={};portable={};onednn={}.{}.{}",
+        kPackedLayoutVersion, int(have_avx512_vnni()), int(have_avx512_half()),
+        int(have_avx512_bf16()), int(force_portable_kernels()), v->major, v->minor, v->patch);
+}
 
 int DenseMatmul::bucket(int m) {
     if (m <= 64) {
@@ -92,21 +102,42 @@ size_t DenseMatmul::packed_bytes() const {
     return impl_->half ? impl_->half_rows.size() : impl_->packed_desc.get_size();
 }
 
-Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    std::unique_ptr<DenseMatmul> mm(new DenseMatmul());
-    Impl& im = *mm->impl_;
-    im.n = w.rows;
-    im.k = w.cols;
-    if (w.type == TensorType::kF16 || w.type == TensorType::kBF16) {
+std::span<const uint8_t> DenseMatmul::packed_data() const {
+    const HugeBuffer& b = impl_->half ? impl_->half_rows : impl_->packed_buf;
+    return {b.data(), b.size()};
+}
+
+Result<size_t> DenseMatmul::layout(Impl& im, TensorType type, int64_t rows, int64_t cols) {
+    im.n = rows;
+    im.k = cols;
+    if (type == TensorType::kF16 || type == TensorType::kBF16) {
         im.half = true;
-        im.bf16 = w.type == TensorType::kBF16;
+        im.bf16 = type == TensorType::kBF16;
         im.panels = have_avx512_half() && !force_portable_kernels();
         im.bf16dot = im.panels && im.bf16 && have_avx512_bf16();
-        const int64_t panels = (w.rows + kHalfPanelRows - 1) / kHalfPanelRows;
-        const size_t panel_bytes = im.bf16dot ? bf16_panel_bytes(w.cols) : half_panel_bytes(w.cols);
-        const size_t bytes = im.panels ? panel_bytes * size_t(panels) : size_t(w.rows * w.cols) * 2;
+        const int64_t panels = (rows + kHalfPanelRows - 1) / kHalfPanelRows;
+        const size_t panel_bytes = im.bf16dot ? bf16_panel_bytes(cols) : half_panel_bytes(cols);
+        return im.panels ? panel_bytes * size_t(panels) : size_t(rows * cols) * 2;
+    }
+    if (type != TensorType::kF32) {
+        return make_error(ErrorCode::kUnsupported, "DenseMatmul: type {} is not dense",
+                          formats::tensor_type_name(type));
+    }
+    im.wtype = dnnl::memory::data_type::f32;
+    try {
+        im.packed_desc = im.make_pd(1, true).weights_desc();
+    } catch (const dnnl::error& e) {
+        return make_error(ErrorCode::kInternal, "oneDNN matmul setup failed ({}x{}): {}", rows,
+                          cols, e.what());
+    }
+    return im.packed_desc.get_size();
+}
+
+Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
+    std::unique_ptr<DenseMatmul> mm(new DenseMatmul());
+    Impl& im = *mm->impl_;
+    PAGODA_ASSIGN_OR_RETURN(const size_t bytes, layout(im, w.type, w.rows, w.cols));
+    if (im.half) {
         PAGODA_ASSIGN_OR_RETURN(im.half_rows, HugeBuffer::allocate(bytes));
         const auto* src = reinterpret_cast<const uint16_t*>(w.data);
         auto* dst = reinterpret_cast<uint16_t*>(im.half_rows.data());
@@ -114,6 +145,8 @@ Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
             std::memcpy(dst, src, bytes);
             return mm;
         }
+        const int64_t panels = (w.rows + kHalfPanelRows - 1) / kHalfPanelRows;
+        const size_t panel_bytes = bytes / size_t(panels);
 #pragma omp parallel for schedule(static)
         for (int64_t p = 0; p < panels; ++p) {
             uint16_t* out = dst + size_t(p) * panel_bytes / 2;
@@ -125,38 +158,11 @@ Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
         }
         return mm;
     }
+    PAGODA_ASSIGN_OR_RETURN(im.packed_buf, HugeBuffer::allocate(bytes));
     try {
         // Source weights as [k][n] with n-major storage ("ba"): ggml rows are output features.
-        std::vector<uint16_t> tmp16;
-        std::vector<float> tmp32;
-        const void* src = nullptr;
-        switch (w.type) {
-            case TensorType::kF32:
-                im.wtype = dt::f32;
-                src = w.data;
-                break;
-            case TensorType::kBF16:
-                im.wtype = dt::bf16;
-                src = w.data;
-                break;
-            case TensorType::kF16:  // exact in f32; bf16 would drop 3 mantissa bits
-                im.wtype = dt::f32;
-                tmp32.resize(size_t(w.rows * w.cols));
-                for (size_t i = 0; i < tmp32.size(); ++i)
-                    tmp32[i] = fp16_to_float(reinterpret_cast<const uint16_t*>(w.data)[i]);
-                src = tmp32.data();
-                break;
-            default:
-                return make_error(ErrorCode::kUnsupported, "DenseMatmul: type {} is not dense",
-                                  formats::tensor_type_name(w.type));
-        }
-        const dnnl::memory::desc user_desc({im.k, im.n}, im.wtype, tag::ba);
-        dnnl::memory user(user_desc, engine(), const_cast<void*>(src));
-        auto pd = im.make_pd(1, true);
-        im.packed_desc = pd.weights_desc();
-        auto buf = HugeBuffer::allocate(im.packed_desc.get_size());
-        if (!buf.ok()) return buf.error();
-        im.packed_buf = std::move(buf).value();
+        const dnnl::memory::desc user_desc({im.k, im.n}, im.wtype, dnnl::memory::format_tag::ba);
+        dnnl::memory user(user_desc, engine(), const_cast<uint8_t*>(w.data));
         im.packed = dnnl::memory(im.packed_desc, engine(), im.packed_buf.data());
         dnnl::stream s(engine());
         dnnl::reorder(user, im.packed).execute(s, user, im.packed);
@@ -165,6 +171,31 @@ Result<std::unique_ptr<DenseMatmul>> DenseMatmul::create(const WeightView& w) {
     } catch (const dnnl::error& e) {
         return make_error(ErrorCode::kInternal, "oneDNN matmul setup failed ({}x{}): {}", w.rows,
                           w.cols, e.what());
+    }
+    return mm;
+}
+
+Result<std::unique_ptr<DenseMatmul>> DenseMatmul::adopt(TensorType type, int64_t rows, int64_t cols,
+                                                        HugeBuffer packed) {
+    std::unique_ptr<DenseMatmul> mm(new DenseMatmul());
+    Impl& im = *mm->impl_;
+    PAGODA_ASSIGN_OR_RETURN(const size_t bytes, layout(im, type, rows, cols));
+    if (packed.size() != bytes) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "packed {} matrix {}x{} has {} bytes; its layout here needs {}",
+                          formats::tensor_type_name(type), rows, cols, packed.size(), bytes);
+    }
+    if (im.half) {
+        im.half_rows = std::move(packed);
+        return mm;
+    }
+    im.packed_buf = std::move(packed);
+    try {
+        im.packed = dnnl::memory(im.packed_desc, engine(), im.packed_buf.data());
+        im.prim(1);
+    } catch (const dnnl::error& e) {
+        return make_error(ErrorCode::kInternal, "oneDNN matmul setup failed ({}x{}): {}", rows,
+                          cols, e.what());
     }
     return mm;
 }
@@ -229,17 +260,11 @@ void DenseMatmul::run(const float* x, int m, float* y) const {
     // does not depend on the batch.
     const int mb = bucket(m);
     thread_local std::vector<float> xpad, ypad;
-    thread_local std::vector<uint16_t> xb;
     try {
         const dnnl::matmul& p = im.prim(mb);
         const size_t in = size_t(m) * size_t(im.k), in_pad = size_t(mb) * size_t(im.k);
         void* src = const_cast<float*>(x);
-        if (im.wtype == dt::bf16) {  // oneDNN 2.6 has no f32 x bf16: convert activations
-            xb.resize(in_pad);
-            for (size_t i = 0; i < in; ++i) xb[i] = float_to_bf16(x[i]);
-            std::fill(xb.begin() + ptrdiff_t(in), xb.end(), uint16_t(0));
-            src = xb.data();
-        } else if (mb != m) {
+        if (mb != m) {  // (only F32 runs through oneDNN)
             xpad.resize(in_pad);
             std::copy(x, x + in, xpad.begin());
             std::fill(xpad.begin() + ptrdiff_t(in), xpad.end(), 0.0f);

@@ -99,50 +99,70 @@ Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create(const WeightView& w) {
     return create_rows(w.type, w.cols, rows);
 }
 
-Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create_rows(
-    TensorType type, int64_t cols, const std::vector<const uint8_t*>& row_data) {
-    const WeightView w{type, int64_t(row_data.size()), cols, nullptr};
-    const bool k = formats::is_k_quant(w.type);
+Result<size_t> QuantMatmul::layout(QuantMatmul& q, TensorType type, int64_t rows, int64_t cols) {
+    const bool k = formats::is_k_quant(type);
     const bool vnni = have_avx512_vnni() && !force_portable_kernels();
-    if ((w.type != TensorType::kQ8_0 && w.type != TensorType::kQ4_0 && !k) ||
-        w.cols % (k ? 256 : 32) != 0) {
+    if ((type != TensorType::kQ8_0 && type != TensorType::kQ4_0 && !k) ||
+        cols % (k ? 256 : 32) != 0) {
         return make_error(ErrorCode::kUnsupported,
                           "QuantMatmul: {} with {} columns is not Q8_0/Q4_0 in 32-blocks or "
                           "Q4_K/Q5_K/Q6_K in 256-blocks",
-                          formats::tensor_type_name(w.type), w.cols);
+                          formats::tensor_type_name(type), cols);
     }
     if (k && !vnni) {
         return make_error(ErrorCode::kUnsupported,
                           "QuantMatmul: {} needs AVX-512 VNNI (elsewhere it runs dequantized)",
-                          formats::tensor_type_name(w.type));
+                          formats::tensor_type_name(type));
     }
+    q.type_ = type;
+    q.use_vnni_ = vnni;
+    q.rows_ = rows;
+    q.cols_ = cols;
+    if (vnni) {  // panels of 32 rows in the vpdpbusd layout (see quant_vnni.h)
+        q.row_stride_ = vnni_panel_bytes(vnni_of(type), cols);
+        return q.row_stride_ * size_t((rows + kVnniPanelRows - 1) / kVnniPanelRows);
+    }
+    const int64_t nb = cols / 32;  // values, then the blocks' f32 scales
+    q.row_stride_ = size_t(nb) * (type == TensorType::kQ8_0 ? 32 : 16) + size_t(nb) * 4;
+    return q.row_stride_ * size_t(rows);
+}
+
+Result<std::unique_ptr<QuantMatmul>> QuantMatmul::adopt(TensorType type, int64_t rows, int64_t cols,
+                                                        HugeBuffer packed) {
     std::unique_ptr<QuantMatmul> q(new QuantMatmul());
-    q->type_ = w.type;
-    q->use_vnni_ = vnni;
-    q->rows_ = w.rows;
-    q->cols_ = w.cols;
-    const bool q8 = w.type == TensorType::kQ8_0;
-    const int64_t nb = w.cols / 32;
+    PAGODA_ASSIGN_OR_RETURN(const size_t bytes, layout(*q, type, rows, cols));
+    if (packed.size() != bytes) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "packed {} matrix {}x{} has {} bytes; its layout here needs {}",
+                          formats::tensor_type_name(type), rows, cols, packed.size(), bytes);
+    }
+    q->packed_ = std::move(packed);
+    return q;
+}
+
+Result<std::unique_ptr<QuantMatmul>> QuantMatmul::create_rows(
+    TensorType type, int64_t cols, const std::vector<const uint8_t*>& row_data) {
+    const int64_t rows = int64_t(row_data.size());
+    std::unique_ptr<QuantMatmul> q(new QuantMatmul());
+    PAGODA_ASSIGN_OR_RETURN(const size_t bytes, layout(*q, type, rows, cols));
+    PAGODA_ASSIGN_OR_RETURN(q->packed_, HugeBuffer::allocate(bytes));
     if (q->use_vnni_) {
-        // Panels of 32 rows in the vpdpbusd layout (see quant_vnni.h).
-        const VnniWeights vt = vnni_of(w.type);
-        const int64_t panels = (w.rows + kVnniPanelRows - 1) / kVnniPanelRows;
-        q->row_stride_ = vnni_panel_bytes(vt, w.cols);
-        PAGODA_ASSIGN_OR_RETURN(q->packed_, HugeBuffer::allocate(q->row_stride_ * size_t(panels)));
+        const VnniWeights vt = vnni_of(type);
+        const int64_t panels = (rows + kVnniPanelRows - 1) / kVnniPanelRows;
 #pragma omp parallel for schedule(static)
         for (int64_t p = 0; p < panels; ++p) {
             const uint8_t* src[kVnniPanelRows];
-            const int valid = int(std::min<int64_t>(kVnniPanelRows, w.rows - p * kVnniPanelRows));
+            const int valid = int(std::min<int64_t>(kVnniPanelRows, rows - p * kVnniPanelRows));
             for (int r = 0; r < valid; ++r) src[r] = row_data[size_t(p * kVnniPanelRows + r)];
-            pack_vnni_panel(vt, src, valid, w.cols, q->packed_.data() + size_t(p) * q->row_stride_);
+            pack_vnni_panel(vt, src, valid, cols, q->packed_.data() + size_t(p) * q->row_stride_);
         }
         return q;
     }
+    const bool q8 = type == TensorType::kQ8_0;
+    const int64_t nb = cols / 32;
     const size_t values = size_t(nb) * (q8 ? 32 : 16);
-    q->row_stride_ = values + size_t(nb) * sizeof(float);
-    PAGODA_ASSIGN_OR_RETURN(q->packed_, HugeBuffer::allocate(q->row_stride_ * size_t(w.rows)));
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < w.rows; ++r) {
+    for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* src = row_data[size_t(r)];
         uint8_t* dst = q->packed_.data() + size_t(r) * q->row_stride_;
         auto* scales = reinterpret_cast<float*>(dst + values);

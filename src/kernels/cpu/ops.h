@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "base/huge_buffer.h"
@@ -63,6 +65,13 @@ double measure_read_bandwidth(size_t bytes = size_t(256) << 20, int reps = 3);
 // CPU seconds the pool's threads spent in it (less than wall x threads when other work
 // preempted the spinners).
 double spin_pool(const std::function<bool()>& done, double* cpu_s = nullptr);
+// What the packed layouts below depend on, for a cache of packed weights (model/
+// weight_cache.h): a layout version (bump kPackedLayoutVersion whenever a packing format
+// changes: quant_vnni.h, half_panels.h, the portable rows), the CPU features that choose
+// the kernels, and oneDNN's version. Equal strings mean packed bytes are interchangeable.
+inline constexpr int kPackedLayoutVersion = 1;
+std::string packed_layout_key();
+
 // Quantizes x[n] (n % 32 == 0) to int8 with one float scale per 32 values.
 void quantize_q8(const float* x, int n, int8_t* q, float* d);
 
@@ -77,11 +86,18 @@ class QuantMatmul {
     // the fused Q/K/V and gate/up matrices are packed without joining them first).
     static Result<std::unique_ptr<QuantMatmul>> create_rows(
         TensorType type, int64_t cols, const std::vector<const uint8_t*>& rows);
+    // One made from bytes another QuantMatmul of the same type and shape packed on a CPU
+    // with the same packed_layout_key() (`packed` may borrow them from a mapped file).
+    static Result<std::unique_ptr<QuantMatmul>> adopt(TensorType type, int64_t rows, int64_t cols,
+                                                      HugeBuffer packed);
     void run(const float* x, int m, float* y) const;
     size_t packed_bytes() const { return packed_.size(); }
+    std::span<const uint8_t> packed_data() const { return {packed_.data(), packed_.size()}; }
 
   private:
     QuantMatmul() = default;
+    // Checks the type and shape and sets the layout fields; returns the packed size.
+    static Result<size_t> layout(QuantMatmul& q, TensorType type, int64_t rows, int64_t cols);
     TensorType type_ = TensorType::kQ8_0;
     bool use_vnni_ = false;  // AVX-512 VNNI path (decided once, at creation)
     int64_t rows_ = 0, cols_ = 0;
@@ -97,6 +113,10 @@ class QuantMatmul {
 class DenseMatmul {
   public:
     static Result<std::unique_ptr<DenseMatmul>> create(const WeightView& w);
+    // One made from the packed_data() of a DenseMatmul of the same type and shape created
+    // on a CPU with the same packed_layout_key() (`packed` may borrow from a mapped file).
+    static Result<std::unique_ptr<DenseMatmul>> adopt(TensorType type, int64_t rows, int64_t cols,
+                                                      HugeBuffer packed);
     ~DenseMatmul();
     void run(const float* x, int m, float* y) const;
     // Creates the primitives for every batch bucket up to max_m (warmup); returns how many
@@ -107,10 +127,13 @@ class DenseMatmul {
     int64_t rows() const;
     int64_t cols() const;
     size_t packed_bytes() const;
+    std::span<const uint8_t> packed_data() const;
 
   private:
     DenseMatmul();
     struct Impl;
+    // Sets the layout fields for type and shape; returns the packed size.
+    static Result<size_t> layout(Impl& im, TensorType type, int64_t rows, int64_t cols);
     std::unique_ptr<Impl> impl_;
 };
 
