@@ -10,7 +10,10 @@
 #
 # PAIRS: default 5. The model file should already be in the page cache (the first pair
 # reads it once for both). Pagoda runs `pagoda serve -m MODEL -t 2` with its default
-# warmup unless the extra flags say otherwise (e.g. `-- --warmup off`).
+# warmup unless the extra flags say otherwise (e.g. `-- --warmup off`). The state
+# directory is kept across runs, so from the second run on Pagoda maps its packed weights
+# from the weight cache; COLD=1 deletes the cache before every Pagoda run (packing each
+# time, and writing the cache file in the background).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/apps/pagoda
@@ -36,6 +39,7 @@ run() {
     local pid t0 t1 rss body='{"prompt": "Once upon a time", "max_tokens": 1, "temperature": 0}'
     t0=$(date +%s.%N)
     if [ "$1" = pagoda ]; then
+        [ "${COLD:-0}" = 1 ] && rm -rf "$OUT/state/weight-cache"
         "$BIN" serve -m "$MODEL" -t 2 --port "$PORT" --state-dir "$OUT/state" "${EXTRA[@]}" \
             > "$OUT/serve.log" 2>&1 &
     else

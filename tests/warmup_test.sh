@@ -26,6 +26,14 @@ expect_in "--warmup off skips the startup warmup" 'warmup="off"' "$TMP/off.log"
 expect_eq "and serves" "$(curl -s -o /dev/null -w '%{http_code}' "$(URL /v1/completions)" -d '{"prompt":"Once","max_tokens":2}')" "200"
 start_server "$TMP/full.log" --warmup full || exit 1
 expect_in "--warmup full faults in the KV pool" "KV pool faulted in" "$TMP/full.log"
+# The weight cache (issue 20): the first start packs and writes it in the state directory,
+# the next one maps it; --no-weight-cache does neither.
+start_server "$TMP/wc1.log" --warmup off --state-dir "$TMP/wc" || exit 1
+expect_in "the first start writes the weight cache" "weight_cache=writing path=$TMP/wc/weight-cache/stories260K.gguf." "$TMP/wc1.log"
+start_server "$TMP/wc2.log" --warmup off --state-dir "$TMP/wc" || exit 1
+expect_in "the next start maps it" "weight_cache=hit path=$TMP/wc/weight-cache/stories260K.gguf." "$TMP/wc2.log"
+start_server "$TMP/nocache.log" --warmup off --no-weight-cache || exit 1
+expect_in "--no-weight-cache packs" "weight_cache=off" "$TMP/nocache.log"
 
 start_server "$TMP/s.log" --max-num-seqs 2 --warm-seconds-per-request 0.05 || exit 1
 expect_eq "cold at start" "$(metric pagoda_warm_level)" "0"
