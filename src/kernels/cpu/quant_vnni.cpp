@@ -150,6 +150,22 @@ PAGODA_VNNI inline __m512i bcast4(const int8_t* p) {
     return _mm512_set1_epi32(v);
 }
 
+// N activation rows from i0: their int8 values, block scales and integer corrections
+// (corr_per_block per 32-block).
+template <int N>
+struct ActivationRows {
+    const int8_t* x[N];
+    const float* dx[N];
+    const int32_t* cr[N];
+    PAGODA_VNNI ActivationRows(const Gemm& g, int i0, int corr_per_block) {
+        for (int i = 0; i < N; ++i) {
+            x[i] = g.qx + size_t(i0 + i) * g.cols;
+            dx[i] = g.dx + size_t(i0 + i) * size_t(g.nb);
+            cr[i] = g.corr + size_t(i0 + i) * size_t(g.nb) * size_t(corr_per_block);
+        }
+    }
+};
+
 // Writes the panel's 32 output rows (fewer in the last panel) for N activation rows.
 template <int N>
 PAGODA_VNNI inline void store_panel(const Gemm& g, int64_t panel, int i0,
@@ -175,14 +191,8 @@ PAGODA_VNNI void panel_rows(const Gemm& g, int64_t panel, int i0, const uint8_t*
     constexpr size_t kBlockBytes = vnni_panel_block_bytes(T),
                      kHalf = kQ8 ? 512 : 256;  // kHalf: 16 rows x 32 values
     const uint8_t* wp = g.packed + size_t(panel) * g.panel_bytes;
-    const int8_t* x[N];
-    const float* dx[N];
-    const int32_t* cr[N];
-    for (int i = 0; i < N; ++i) {
-        x[i] = g.qx + size_t(i0 + i) * g.cols;
-        dx[i] = g.dx + size_t(i0 + i) * size_t(g.nb);
-        cr[i] = g.corr + size_t(i0 + i) * size_t(g.nb);
-    }
+    const ActivationRows<N> a(g, i0, 1);
+    const auto &x = a.x, &dx = a.dx, &cr = a.cr;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     __m512 out[2][N];
     for (int i = 0; i < N; ++i) out[0][i] = out[1][i] = _mm512_setzero_ps();
@@ -248,14 +258,8 @@ PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
                      kScales = kQ6 ? 768 : 2 * kHalf, kBlockBytes = kScales + 64;
     constexpr int kCorr = kQ6 ? 2 : 1;
     const uint8_t* wp = g.packed + size_t(panel) * g.panel_bytes;
-    const int8_t* x[N];
-    const float* dx[N];
-    const int32_t* cr[N];
-    for (int i = 0; i < N; ++i) {
-        x[i] = g.qx + size_t(i0 + i) * g.cols;
-        dx[i] = g.dx + size_t(i0 + i) * size_t(g.nb);
-        cr[i] = g.corr + size_t(i0 + i) * size_t(g.nb) * kCorr;
-    }
+    const ActivationRows<N> a(g, i0, kCorr);
+    const auto &x = a.x, &dx = a.dx, &cr = a.cr;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     __m512 out[2][N];
     for (int i = 0; i < N; ++i) out[0][i] = out[1][i] = _mm512_setzero_ps();
