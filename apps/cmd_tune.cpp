@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "apps/commands.h"
 #include "bench/scenario.h"
 #include "bench/tune.h"
+#include "control/state_db.h"
 #include "http/client.h"
 
 extern char** environ;
@@ -210,6 +212,15 @@ struct Runner {
         // The bench is over when the replica stops: no drain to wait for.
         serve.insert(serve.end(), {"--host", "127.0.0.1", "--port", std::to_string(port),
                                    "--state-dir", td + "/state", "--shutdown-timeout", "2"});
+        // Trials share the replicas' usual weight cache, unless the flags name one: the
+        // weights are packed (and the cache written) once, not under every trial's bench.
+        const bool own_cache = std::any_of(f.serve_args.begin(), f.serve_args.end(), [](auto& a) {
+            return a.rfind("--weight-cache-dir", 0) == 0 || a == "--no-weight-cache";
+        });
+        if (!own_cache) {
+            serve.insert(serve.end(),
+                         {"--weight-cache-dir", control::default_state_dir() + "/weight-cache"});
+        }
         std::fprintf(stderr, "trial %d: %s ...\n", t.index, bench::config_label(c).c_str());
         auto pid = start_replica(serve, td + "/serve.log", port);
         if (!pid.ok()) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -87,7 +88,7 @@ Status write_pieces(int fd, const std::vector<uint8_t>& header,
 }
 
 // Deletes `<stem>.<hash>.packed` in dir except `keep` (stale keys of the same model name)
-// and `<stem>.<hash>.packed.tmp.<pid>` of processes that no longer run.
+// and `<stem>.<hash>.packed.tmp.<pid>.<n>` of processes that no longer run.
 void remove_stale(const std::filesystem::path& dir, const std::string& stem,
                   const std::string& keep) {
     std::error_code ec;
@@ -147,7 +148,8 @@ Status write_weight_cache(const std::string& path, const std::string& key,
         entries.push_back(pc.entry);
     }
     const std::vector<uint8_t> header = weight_cache_header(key, entries);
-    const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
+    static std::atomic<int> writers{0};  // two loads of one model in one process
+    const std::string tmp = fmt::format("{}.tmp.{}.{}", path, getpid(), writers++);
     const int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
     if (fd < 0)
         return make_error(ErrorCode::kIo, "cannot create '{}': {}", tmp, std::strerror(errno));
