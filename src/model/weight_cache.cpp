@@ -180,7 +180,6 @@ Result<std::unique_ptr<WeightCache>> WeightCache::open(const std::string& path,
         return make_error(ErrorCode::kInvalidFile, "'{}' is not a non-empty regular file", path);
     }
     std::unique_ptr<WeightCache> c(new WeightCache());
-    c->path_ = path;
     c->size_ = size_t(st.st_size);
     // Mapped at a 2 MiB-aligned address so the kernel can use 2 MiB pages for the file's
     // large folios: reserve, then map the file over the aligned start.

@@ -92,13 +92,10 @@ class WeightCache {
     // otherwise): a view into the mapping when the kernel mapped it with 2 MiB pages (or it
     // is small), else a copy into huge pages (4 KiB pages would cost the kernels TLB misses).
     std::optional<Result<HugeBuffer>> take(const PackedEntry& want) const;
-    const std::string& path() const { return path_; }
     bool copies() const { return copy_; }
-    size_t size() const { return size_; }
 
   private:
     WeightCache() = default;
-    std::string path_;
     uint8_t* base_ = nullptr;  // the reservation (reserved_ bytes) the file is mapped into
     uint8_t* map_ = nullptr;
     size_t size_ = 0, reserved_ = 0;

@@ -174,7 +174,8 @@ class Loader {
     }
 
     // Packs the row-wise concatenation of `parts` (same type and width) into `out`, with
-    // their biases concatenated. Returns false (packing each part alone) when they differ.
+    // their biases concatenated, or adopts it from the cache; when the parts differ in type
+    // or width, packs each alone.
     Status fuse(std::initializer_list<Linear*> parts, const std::string& name, Linear& out) {
         const Linear& first = **parts.begin();
         bool same = pack_ == Weights::Pack::kYes;
@@ -197,12 +198,17 @@ class Loader {
         out.name = name;
         out.view = kernels::WeightView{first.view.type, rows, first.view.cols, nullptr};
         PAGODA_ASSIGN_OR_RETURN(const bool adopted, adopt(out));
-        if (adopted) {
-            record(out);
-            return ok_status();
+        if (!adopted) {
+            PAGODA_TRY(pack_joined(parts, out));
+            if (cache_) ++cache_->packed;
         }
-        if (cache_) ++cache_->packed;
-        if (quant_kernel(first.view.type)) {  // packed straight from the parts' rows
+        record(out);
+        return ok_status();
+    }
+
+    // Packs `out` (its view set, without data) from the rows of `parts`.
+    Status pack_joined(std::initializer_list<Linear*> parts, Linear& out) {
+        if (quant_kernel(out.view.type)) {  // packed straight from the parts' rows
             std::vector<const uint8_t*> row_data;
             for (Linear* p : parts) {
                 for (int64_t r = 0; r < p->view.rows; ++r) row_data.push_back(p->view.row(r));
@@ -210,7 +216,6 @@ class Loader {
             PAGODA_ASSIGN_OR_RETURN(out.quant, kernels::cpu::QuantMatmul::create_rows(
                                                    out.view.type, out.view.cols, row_data));
             packed += out.quant->packed_bytes();
-            record(out);
             return ok_status();
         }
         std::vector<uint8_t> joined;  // temporary: the packed copy is made from it
@@ -221,7 +226,6 @@ class Loader {
         out.view.data = joined.data();
         PAGODA_TRY(pack_now(out));
         out.view.data = nullptr;  // `joined` dies here; only the packed copy is used
-        record(out);
         return ok_status();
     }
 
