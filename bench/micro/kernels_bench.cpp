@@ -205,6 +205,34 @@ BENCHMARK(BM_DecodeAttention)
     ->Args({2048, int64_t(KvDtype::kF16)})
     ->Unit(benchmark::kMicrosecond);
 
+// Causal prefill attention of a whole prompt of `ctx` tokens (TinyLlama heads: 32 query
+// heads over 4 KV heads, head dim 64), f32 KV, block size 16, the threads OpenMP gives.
+// items = multiply-adds of Q.K and P.V (2 * hd per query-key pair, causal half).
+void BM_PrefillAttention(benchmark::State& state) {
+    const int ctx = int(state.range(0));
+    const int bs = 16, kvh = 4, heads = 32, hd = 64;
+    const int nblocks = (ctx + bs - 1) / bs;
+    std::vector<float> kp(size_t(nblocks * bs * kvh * hd)), vp(kp.size());
+    PagedKv kv{kp.data(), vp.data(), KvDtype::kF32, bs, kvh, hd};
+    std::vector<int32_t> table(static_cast<size_t>(nblocks));
+    for (int i = 0; i < nblocks; ++i) table[size_t(i)] = i;
+    const auto rows = randn(size_t(ctx) * size_t(kvh * hd), 3);
+    for (int p = 0; p < ctx; ++p) {
+        const float* r = rows.data() + size_t(p) * size_t(kvh * hd);
+        cpu::kv_write(kv, table.data(), p, r, r);
+    }
+    const auto q = randn(size_t(ctx) * size_t(heads * hd), 4);
+    std::vector<float> out(q.size());
+    const AttentionShape shape{heads, 0.125f, heads * hd, heads * hd};
+    for (auto _ : state) {
+        cpu::paged_attention(kv, shape, {table.data(), ctx, 0}, q.data(), out.data());
+        benchmark::DoNotOptimize(out.data());
+    }
+    const double pairs = double(ctx) * double(ctx + 1) / 2.0;
+    state.SetItemsProcessed(int64_t(double(state.iterations()) * pairs * 2.0 * hd * heads));
+}
+BENCHMARK(BM_PrefillAttention)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace pagoda::kernels
 

@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "base/half.h"
@@ -74,12 +73,14 @@ using flash::Scratch;
 template <class D>
 HWY_INLINE void Widen(D df, const void* pool, KvDtype dtype, size_t src, int n, float* dst) {
     const int N = int(hn::Lanes(df));
-    if (dtype == KvDtype::kF32) {
-        std::memcpy(dst, static_cast<const float*>(pool) + src, sizeof(float) * size_t(n));
+    int i = 0;
+    if (dtype == KvDtype::kF32) {  // inline vector copies: the runs are 16-64 values
+        const float* in = static_cast<const float*>(pool) + src;
+        for (; i + N <= n; i += N) hn::StoreU(hn::LoadU(df, in + i), df, dst + i);
+        for (; i < n; ++i) dst[i] = in[i];
         return;
     }
     const uint16_t* in = static_cast<const uint16_t*>(pool) + src;
-    int i = 0;
     if (dtype == KvDtype::kBF16) {
         const hn::Rebind<uint16_t, D> du16;
         const hn::Rebind<uint32_t, D> du32;
@@ -171,33 +172,46 @@ HWY_INLINE void TileScores(D df, int m0, int m1, int nc, int hd, Scratch& s) {
 }
 
 // Online softmax step of query m over its `valid` keys of the tile (chunks [0, nc)):
-// scores become probabilities relative to the new running max; s.alpha[m] is the factor
-// the earlier output and sum shrink by.
+// scores become probabilities relative to the running max; s.alpha[m] is the factor the
+// earlier output and sum shrink by. The max is reduced across lanes only when a score
+// exceeds it (a few tiles per query: the running max of a row is a record value), and the
+// sum stays a vector of per-lane partial sums, reduced once at the end (s.l: [M][N]).
 template <class D>
 HWY_INLINE void SoftmaxStep(D df, int m, int valid, int nc, Scratch& s) {
     const int N = int(hn::Lanes(df));
     const hn::RebindToSigned<D> di;
     float* pr = s.p.data() + size_t(m) * kKeyTile;
     const auto neg_inf = hn::Set(df, -INFINITY);
-    auto vmax = neg_inf;
-    for (int c = 0; c < nc; ++c) {
-        const auto in = hn::RebindMask(df, hn::Lt(hn::Iota(di, c * N), hn::Set(di, valid)));
-        vmax = hn::Max(vmax, hn::IfThenElse(in, hn::LoadU(df, pr + c * N), neg_inf));
-    }
+    const bool full = valid == nc * N;
+    const auto In = [&](int c) {  // the chunk's keys this query sees
+        return hn::RebindMask(df, hn::Lt(hn::Iota(di, c * N), hn::Set(di, valid)));
+    };
+    const auto Scores = [&](int c) {
+        const auto x = hn::LoadU(df, pr + c * N);
+        return full ? x : hn::IfThenElse(In(c), x, neg_inf);
+    };
     const float old = s.mx[size_t(m)];
-    const float mnew = std::max(old, hn::GetLane(hn::MaxOfLanes(df, vmax)));
-    const float alpha = mnew > old ? std::exp(old - mnew) : 1.0f;
-    const auto vm = hn::Set(df, mnew), floor = hn::Set(df, -87.0f);
-    auto vsum = hn::Zero(df);
-    for (int c = 0; c < nc; ++c) {
-        const auto in = hn::RebindMask(df, hn::Lt(hn::Iota(di, c * N), hn::Set(di, valid)));
-        const auto x = hn::Max(hn::Sub(hn::LoadU(df, pr + c * N), vm), floor);
-        const auto e = hn::IfThenElseZero(in, hn::Exp(df, x));
-        hn::StoreU(e, df, pr + c * N);
-        vsum = hn::Add(vsum, e);
+    auto vmax = hn::Set(df, old);
+    auto grows = hn::Lt(vmax, vmax);  // all false
+    for (int c = 0; c < nc; ++c) grows = hn::Or(grows, hn::Gt(Scores(c), vmax));
+    float alpha = 1.0f;
+    if (!hn::AllFalse(df, grows)) {
+        for (int c = 0; c < nc; ++c) vmax = hn::Max(vmax, Scores(c));
+        const float mnew = hn::GetLane(hn::MaxOfLanes(df, vmax));
+        alpha = std::exp(old - mnew);
+        s.mx[size_t(m)] = mnew;
+        vmax = hn::Set(df, mnew);
     }
-    s.mx[size_t(m)] = mnew;
-    s.l[size_t(m)] = s.l[size_t(m)] * alpha + hn::GetLane(hn::SumOfLanes(df, vsum));
+    const auto floor = hn::Set(df, -87.0f);
+    float* lv = s.l.data() + size_t(m) * size_t(N);
+    auto vsum = hn::Mul(hn::LoadU(df, lv), hn::Set(df, alpha));
+    for (int c = 0; c < nc; ++c) {
+        const auto e = hn::Exp(df, hn::Max(hn::Sub(Scores(c), vmax), floor));
+        const auto p = full ? e : hn::IfThenElseZero(In(c), e);
+        hn::StoreU(p, df, pr + c * N);
+        vsum = hn::Add(vsum, p);
+    }
+    hn::StoreU(vsum, df, lv);
     s.alpha[size_t(m)] = alpha;
 }
 
@@ -231,14 +245,18 @@ HWY_INLINE void TileOutputs4(D df, int m0, int e, const int* valid, int hdp, Scr
             a[i][3] = hn::MulAdd(pv, v3, a[i][3]);
         }
     }
-    for (int i = 0; i < 4; ++i) {
-        for (int t = tmin; t < valid[i]; ++t) {
-            const float* vr = v + size_t(t) * size_t(hdp);
-            const auto pv = hn::Set(df, p[i][t]);
-            for (int j = 0; j < 4; ++j)
-                a[i][j] = hn::MulAdd(pv, hn::LoadU(df, vr + j * N), a[i][j]);
-        }
+    // Stored before the tails: indexing a[i] at run time there would keep all 16
+    // accumulators in memory through the loop above.
+    for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j) hn::StoreU(a[i][j], df, o[i] + j * N);
+    for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 4 && valid[i] > tmin; ++j) {
+            auto x = hn::LoadU(df, o[i] + j * N);
+            for (int t = tmin; t < valid[i]; ++t)
+                x = hn::MulAdd(hn::Set(df, p[i][t]),
+                               hn::LoadU(df, v + size_t(t) * size_t(hdp) + j * N), x);
+            hn::StoreU(x, df, o[i] + j * N);
+        }
     }
 }
 
@@ -281,7 +299,7 @@ HWY_INLINE void StartItem(const Item& it, int hdp, Scratch& s) {
     if (s.v.size() != size_t(kKeyTile) * size_t(hdp))
         s.v.assign(size_t(kKeyTile) * size_t(hdp), 0.0f);
     s.mx.assign(size_t(M), -INFINITY);
-    s.l.assign(size_t(M), 0.0f);
+    s.l.assign(size_t(M) * size_t(hn::Lanes(hn::ScalableTag<float>())), 0.0f);
     s.alpha.assign(size_t(M), 1.0f);
     s.valid.resize(size_t(M));
     for (int r = 0; r < it.rows; ++r) {
@@ -314,7 +332,10 @@ void FlashItem(const Item& it, Scratch& s) {
     for (int r = 0; r < it.rows; ++r) {
         for (int j = 0; j < g; ++j) {
             const int m = r * g + j;
-            const float inv = 1.0f / s.l[size_t(m)];
+            const hn::ScalableTag<float> dl;
+            const float inv =
+                1.0f / hn::GetLane(hn::SumOfLanes(
+                           dl, hn::LoadU(dl, s.l.data() + size_t(m) * hn::Lanes(dl))));
             const float* o = s.o.data() + size_t(m) * size_t(hdp);
             float* dst = it.out + size_t(r) * size_t(it.out_stride) + size_t(j) * size_t(hd);
             for (int d = 0; d < hd; ++d) dst[d] = o[d] * inv;
