@@ -231,7 +231,7 @@ void BM_PrefillAttention(benchmark::State& state) {
     const double pairs = double(ctx) * double(ctx + 1) / 2.0;
     state.SetItemsProcessed(int64_t(double(state.iterations()) * pairs * 2.0 * hd * heads));
 }
-BENCHMARK(BM_PrefillAttention)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PrefillAttention)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace pagoda::kernels

@@ -56,6 +56,12 @@ struct Scratch {
     std::vector<float> p;   // [M][kKeyTile], scores, then probabilities
     std::vector<float> mx, l, alpha;
     std::vector<int> valid;  // [M], keys of the current tile each query sees
+    // Where the current tile is read: chunk c's N keys of dimension d at kc[c] + d * ks,
+    // key t's values at vr[t] (hdp readable columns). Either the gathered copies above or,
+    // for an f32 pool whose blocks hold whole chunks, the pool itself.
+    const float* kc[kKeyTile] = {};
+    size_t ks = 0;
+    const float* vr[kKeyTile] = {};
 };
 
 }  // namespace pagoda::kernels::cpu::flash
@@ -103,7 +109,10 @@ HWY_INLINE void Widen(D df, const void* pool, KvDtype dtype, size_t src, int n, 
 template <class D>
 HWY_INLINE void GatherTile(D df, const Item& it, int t0, int nt, int hdp, Scratch& s) {
     const PagedKv& kv = *it.kv;
-    const int bs = kv.block_size, hd = kv.head_dim;
+    const int bs = kv.block_size, hd = kv.head_dim, N = int(hn::Lanes(df));
+    for (int c = 0; c * N < nt; ++c) s.kc[c] = s.kt.data() + size_t(c * N);
+    s.ks = kKeyTile;
+    for (int t = 0; t < nt; ++t) s.vr[t] = s.v.data() + size_t(t) * size_t(hdp);
     for (int t = t0; t < t0 + nt;) {
         const int slot = t % bs, n = std::min(bs - slot, t0 + nt - t);
         const size_t base = size_t(it.block_table[t / bs]) * kv.block_stride() +
@@ -120,16 +129,41 @@ HWY_INLINE void GatherTile(D df, const Item& it, int t0, int nt, int hdp, Scratc
     }
 }
 
+// The tile read in place: an f32 pool whose blocks hold whole chunks of N keys (block size a
+// multiple of N) and whose value rows need no padding (head dim a multiple of N). A partial
+// last chunk reads slots past the tile's keys inside its block: those scores are masked.
+HWY_INLINE bool ReadsInPlace(const PagedKv& kv, int N) {
+    return kv.dtype == KvDtype::kF32 && kv.block_size % N == 0 && kv.head_dim % N == 0;
+}
+
+template <class D>
+HWY_INLINE void PointAtPool(D df, const Item& it, int t0, int nt, Scratch& s) {
+    const PagedKv& kv = *it.kv;
+    const int bs = kv.block_size, hd = kv.head_dim, N = int(hn::Lanes(df));
+    const auto* k = static_cast<const float*>(kv.k);
+    const auto* v = static_cast<const float*>(kv.v);
+    const auto base = [&](int t) {
+        return size_t(it.block_table[t / bs]) * kv.block_stride() +
+               size_t(it.kv_head) * kv.head_stride();
+    };
+    for (int c = 0; c * N < nt; ++c) {
+        const int t = t0 + c * N;
+        s.kc[c] = k + base(t) + size_t(t % bs);
+    }
+    s.ks = size_t(bs);
+    for (int t = 0; t < nt; ++t) s.vr[t] = v + base(t0 + t) + size_t((t0 + t) % bs) * size_t(hd);
+}
+
 // One query's scores against key chunk c (N keys) of the tile: the same FMA chain over d
 // as the blocked path below.
 template <class D>
 HWY_INLINE void ScoreChunk(D df, int m, int c, int hd, Scratch& s) {
     const int N = int(hn::Lanes(df));
     const float* q = s.q.data() + size_t(m) * size_t(hd);
-    const float* kt = s.kt.data() + size_t(c * N);
+    const float* kt = s.kc[c];
     auto a = hn::Zero(df);
     for (int d = 0; d < hd; ++d)
-        a = hn::MulAdd(hn::Set(df, q[d]), hn::LoadU(df, kt + size_t(d) * kKeyTile), a);
+        a = hn::MulAdd(hn::Set(df, q[d]), hn::LoadU(df, kt + size_t(d) * s.ks), a);
     hn::StoreU(a, df, s.p.data() + size_t(m) * kKeyTile + size_t(c * N));
 }
 
@@ -139,7 +173,7 @@ HWY_INLINE void ScoreChunk(D df, int m, int c, int hd, Scratch& s) {
 template <class D>
 HWY_INLINE void TileScores(D df, int m0, int m1, int nc, int hd, Scratch& s) {
     const int N = int(hn::Lanes(df));
-    const float* kt = s.kt.data();
+    const size_t ks = s.ks;
     int c = 0;
     for (; c + 4 <= nc; c += 4) {
         int m = m0;
@@ -147,10 +181,11 @@ HWY_INLINE void TileScores(D df, int m0, int m1, int nc, int hd, Scratch& s) {
             decltype(hn::Zero(df)) a[4][4];
             for (auto& row : a)
                 for (auto& x : row) x = hn::Zero(df);
+            const float *kc0 = s.kc[c], *kc1 = s.kc[c + 1], *kc2 = s.kc[c + 2], *kc3 = s.kc[c + 3];
             for (int d = 0; d < hd; ++d) {
-                const float* kr = kt + size_t(d) * kKeyTile + size_t(c * N);
-                const auto k0 = hn::LoadU(df, kr), k1 = hn::LoadU(df, kr + N);
-                const auto k2 = hn::LoadU(df, kr + 2 * N), k3 = hn::LoadU(df, kr + 3 * N);
+                const size_t o = size_t(d) * ks;
+                const auto k0 = hn::LoadU(df, kc0 + o), k1 = hn::LoadU(df, kc1 + o);
+                const auto k2 = hn::LoadU(df, kc2 + o), k3 = hn::LoadU(df, kc3 + o);
                 for (int i = 0; i < 4; ++i) {
                     const auto qv = hn::Set(df, s.q[size_t(m + i) * size_t(hd) + size_t(d)]);
                     a[i][0] = hn::MulAdd(qv, k0, a[i][0]);
@@ -232,9 +267,8 @@ HWY_INLINE void TileOutputs4(D df, int m0, int e, const int* valid, int hdp, Scr
         for (int j = 0; j < 4; ++j) a[i][j] = hn::Mul(hn::LoadU(df, o[i] + j * N), al);
         tmin = std::min(tmin, valid[i]);
     }
-    const float* v = s.v.data() + size_t(e);
     for (int t = 0; t < tmin; ++t) {
-        const float* vr = v + size_t(t) * size_t(hdp);
+        const float* vr = s.vr[t] + e;
         const auto v0 = hn::LoadU(df, vr), v1 = hn::LoadU(df, vr + N);
         const auto v2 = hn::LoadU(df, vr + 2 * N), v3 = hn::LoadU(df, vr + 3 * N);
         for (int i = 0; i < 4; ++i) {
@@ -253,8 +287,7 @@ HWY_INLINE void TileOutputs4(D df, int m0, int e, const int* valid, int hdp, Scr
         for (int j = 0; j < 4 && valid[i] > tmin; ++j) {
             auto x = hn::LoadU(df, o[i] + j * N);
             for (int t = tmin; t < valid[i]; ++t)
-                x = hn::MulAdd(hn::Set(df, p[i][t]),
-                               hn::LoadU(df, v + size_t(t) * size_t(hdp) + j * N), x);
+                x = hn::MulAdd(hn::Set(df, p[i][t]), hn::LoadU(df, s.vr[t] + e + j * N), x);
             hn::StoreU(x, df, o[i] + j * N);
         }
     }
@@ -267,8 +300,7 @@ HWY_INLINE void TileOutput1(D df, int m, int e, int valid, int hdp, Scratch& s) 
     const float* p = s.p.data() + size_t(m) * kKeyTile;
     auto a = hn::Mul(hn::LoadU(df, o), hn::Set(df, s.alpha[size_t(m)]));
     for (int t = 0; t < valid; ++t) {
-        a = hn::MulAdd(hn::Set(df, p[t]), hn::LoadU(df, s.v.data() + size_t(t) * size_t(hdp) + e),
-                       a);
+        a = hn::MulAdd(hn::Set(df, p[t]), hn::LoadU(df, s.vr[t] + e), a);
     }
     hn::StoreU(a, df, o);
 }
@@ -317,11 +349,16 @@ void FlashItem(const Item& it, Scratch& s) {
     const int hd = it.kv->head_dim, g = it.group, M = it.rows * g;
     const int hdp = (hd + N - 1) / N * N;
     StartItem(it, hdp, s);
+    const bool in_place = ReadsInPlace(*it.kv, N);
     const int last = it.pos0 + it.rows - 1;
     for (int t0 = 0; t0 <= last; t0 += kKeyTile) {
         const int nt = std::min(kKeyTile, last + 1 - t0), nc = (nt + N - 1) / N;
         const int m0 = std::max(0, t0 - it.pos0) * g;  // earlier queries see none of the tile
-        GatherTile(df, it, t0, nt, hdp, s);
+        if (in_place) {
+            PointAtPool(df, it, t0, nt, s);
+        } else {
+            GatherTile(df, it, t0, nt, hdp, s);
+        }
         TileScores(df, m0, M, nc, hd, s);
         for (int m = m0; m < M; ++m) {
             s.valid[size_t(m)] = std::min(nt, it.pos0 + m / g + 1 - t0);
