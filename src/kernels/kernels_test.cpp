@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "base/half.h"
 #include "kernels/cpu/half_panels.h"
@@ -386,15 +387,16 @@ TEST(Kernels, RopeMatchesReference) {
 }
 
 // A paged KV layer filled with `len` random positions through kv_write, its blocks
-// scattered over the pool (a table walking it backwards).
+// scattered over the pool (a table walking it backwards). The slots never written hold NaN
+// (all-ones bytes in every dtype): a kernel that lets one into an output fails.
 struct KvFixture {
     std::vector<uint8_t> kpool, vpool;
     std::vector<int32_t> table;
     PagedKv kv;
     KvFixture(KvDtype dtype, int bs, int kvh, int hd, int len) {
         const int n_blocks = (len + bs - 1) / bs + 1;
-        kpool.resize(size_t(n_blocks * bs * kvh * hd) * kv_dtype_bytes(dtype));
-        vpool.resize(kpool.size());
+        kpool.assign(size_t(n_blocks * bs * kvh * hd) * kv_dtype_bytes(dtype), 0xFF);
+        vpool.assign(kpool.size(), 0xFF);
         kv = PagedKv{kpool.data(), vpool.data(), dtype, bs, kvh, hd};
         for (int b = 0; b < n_blocks; ++b) table.push_back(n_blocks - 1 - b);
         for (int p = 0; p < len; ++p) {
@@ -446,20 +448,24 @@ INSTANTIATE_TEST_SUITE_P(Layouts, AttentionVsRef,
 // 130-row prefill equals, bit for bit, each row computed alone (as a decode step at its
 // position) and the same prefill over a pool with another block size. So the last row of
 // a prompt equals the decode step that would follow, and a KV re-layout keeps outputs.
+// f16 blocks of 16 and 48 are gathered; f32 blocks of 16 are read in place, of 8 gathered.
 TEST(Kernels, AttentionRowsAreIndependentOfBatchAndBlockSize) {
     const int kvh = 2, heads = 6, hd = 64, len = 130, W = heads * hd;  // groups of 3
     const AttentionShape shape{heads, 0.125f, W, W};
     const auto q = randn(size_t(len * W), 5);
-    KvFixture a(KvDtype::kF16, 16, kvh, hd, len), b(KvDtype::kF16, 48, kvh, hd, len);
-    std::vector<float> all(q.size()), other(q.size()), one(static_cast<size_t>(W));
-    cpu::paged_attention(a.kv, shape, {a.table.data(), len, 0}, q.data(), all.data());
-    cpu::paged_attention(b.kv, shape, {b.table.data(), len, 0}, q.data(), other.data());
-    ASSERT_EQ(all, other);
-    for (int r : {0, 1, 63, 64, 65, 100, 129}) {
-        cpu::paged_attention(a.kv, shape, {a.table.data(), 1, r}, q.data() + size_t(r * W),
-                             one.data());
-        for (int i = 0; i < W; ++i)
-            ASSERT_EQ(one[size_t(i)], all[size_t(r * W + i)]) << r << " " << i;
+    for (const auto& [dtype, bs_a, bs_b] :
+         {std::tuple{KvDtype::kF16, 16, 48}, std::tuple{KvDtype::kF32, 16, 8}}) {
+        KvFixture a(dtype, bs_a, kvh, hd, len), b(dtype, bs_b, kvh, hd, len);
+        std::vector<float> all(q.size()), other(q.size()), one(static_cast<size_t>(W));
+        cpu::paged_attention(a.kv, shape, {a.table.data(), len, 0}, q.data(), all.data());
+        cpu::paged_attention(b.kv, shape, {b.table.data(), len, 0}, q.data(), other.data());
+        ASSERT_EQ(all, other) << bs_a << " " << bs_b;
+        for (int r : {0, 1, 63, 64, 65, 100, 129}) {
+            cpu::paged_attention(a.kv, shape, {a.table.data(), 1, r}, q.data() + size_t(r * W),
+                                 one.data());
+            for (int i = 0; i < W; ++i)
+                ASSERT_EQ(one[size_t(i)], all[size_t(r * W + i)]) << r << " " << i;
+        }
     }
 }
 
