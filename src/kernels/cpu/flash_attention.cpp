@@ -105,6 +105,13 @@ HWY_INLINE void Widen(D df, const void* pool, KvDtype dtype, size_t src, int n, 
     }
 }
 
+// Offset (in elements) of the item's KV head in the block holding position t.
+HWY_INLINE size_t BlockBase(const Item& it, int t) {
+    const PagedKv& kv = *it.kv;
+    return size_t(it.block_table[t / kv.block_size]) * kv.block_stride() +
+           size_t(it.kv_head) * kv.head_stride();
+}
+
 // Keys [t0, t0 + nt) of one KV head into s.kt (transposed, as the pool keeps K) and s.v.
 template <class D>
 HWY_INLINE void GatherTile(D df, const Item& it, int t0, int nt, int hdp, Scratch& s) {
@@ -115,8 +122,7 @@ HWY_INLINE void GatherTile(D df, const Item& it, int t0, int nt, int hdp, Scratc
     for (int t = 0; t < nt; ++t) s.vr[t] = s.v.data() + size_t(t) * size_t(hdp);
     for (int t = t0; t < t0 + nt;) {
         const int slot = t % bs, n = std::min(bs - slot, t0 + nt - t);
-        const size_t base = size_t(it.block_table[t / bs]) * kv.block_stride() +
-                            size_t(it.kv_head) * kv.head_stride();
+        const size_t base = BlockBase(it, t);
         for (int d = 0; d < hd; ++d) {
             Widen(df, kv.k, kv.dtype, base + size_t(d) * size_t(bs) + size_t(slot), n,
                   s.kt.data() + size_t(d) * kKeyTile + size_t(t - t0));
@@ -142,16 +148,13 @@ HWY_INLINE void PointAtPool(D df, const Item& it, int t0, int nt, Scratch& s) {
     const int bs = kv.block_size, hd = kv.head_dim, N = int(hn::Lanes(df));
     const auto* k = static_cast<const float*>(kv.k);
     const auto* v = static_cast<const float*>(kv.v);
-    const auto base = [&](int t) {
-        return size_t(it.block_table[t / bs]) * kv.block_stride() +
-               size_t(it.kv_head) * kv.head_stride();
-    };
     for (int c = 0; c * N < nt; ++c) {
         const int t = t0 + c * N;
-        s.kc[c] = k + base(t) + size_t(t % bs);
+        s.kc[c] = k + BlockBase(it, t) + size_t(t % bs);
     }
     s.ks = size_t(bs);
-    for (int t = 0; t < nt; ++t) s.vr[t] = v + base(t0 + t) + size_t((t0 + t) % bs) * size_t(hd);
+    for (int t = t0; t < t0 + nt; ++t)
+        s.vr[t - t0] = v + BlockBase(it, t) + size_t(t % bs) * size_t(hd);
 }
 
 // One query's scores against key chunk c (N keys) of the tile: the same FMA chain over d
