@@ -176,8 +176,8 @@ void BM_QuantizeQ8(benchmark::State& state) {
 }
 BENCHMARK(BM_QuantizeQ8);
 
-// Decode attention for one token over `ctx` cached positions (TinyLlama heads), f32 and
-// f16 KV, block size 16. bytes = K and V read.
+// Decode attention for one token over `ctx` cached positions (TinyLlama heads), f32, f16
+// and bf16 KV, block size 16. bytes = K and V read.
 void BM_DecodeAttention(benchmark::State& state) {
     const int ctx = int(state.range(0));
     const auto dtype = KvDtype(state.range(1));
@@ -203,17 +203,20 @@ BENCHMARK(BM_DecodeAttention)
     ->Args({512, int64_t(KvDtype::kF32)})
     ->Args({2048, int64_t(KvDtype::kF32)})
     ->Args({2048, int64_t(KvDtype::kF16)})
+    ->Args({2048, int64_t(KvDtype::kBF16)})
     ->Unit(benchmark::kMicrosecond);
 
 // Causal prefill attention of a whole prompt of `ctx` tokens (TinyLlama heads: 32 query
-// heads over 4 KV heads, head dim 64), f32 KV, block size 16, the threads OpenMP gives.
-// items = multiply-adds of Q.K and P.V (2 * hd per query-key pair, causal half).
+// heads over 4 KV heads, head dim 64), f32 or bf16 KV (vdpbf16ps where the CPU has it),
+// block size 16, the threads OpenMP gives. items = multiply-adds of Q.K and P.V (2 * hd
+// per query-key pair, causal half).
 void BM_PrefillAttention(benchmark::State& state) {
     const int ctx = int(state.range(0));
+    const auto dtype = KvDtype(state.range(1));
     const int bs = 16, kvh = 4, heads = 32, hd = 64;
     const int nblocks = (ctx + bs - 1) / bs;
-    std::vector<float> kp(size_t(nblocks * bs * kvh * hd)), vp(kp.size());
-    PagedKv kv{kp.data(), vp.data(), KvDtype::kF32, bs, kvh, hd};
+    std::vector<uint8_t> kp(size_t(nblocks * bs * kvh * hd) * kv_dtype_bytes(dtype)), vp(kp.size());
+    PagedKv kv{kp.data(), vp.data(), dtype, bs, kvh, hd};
     std::vector<int32_t> table(static_cast<size_t>(nblocks));
     for (int i = 0; i < nblocks; ++i) table[size_t(i)] = i;
     const auto rows = randn(size_t(ctx) * size_t(kvh * hd), 3);
@@ -231,7 +234,9 @@ void BM_PrefillAttention(benchmark::State& state) {
     const double pairs = double(ctx) * double(ctx + 1) / 2.0;
     state.SetItemsProcessed(int64_t(double(state.iterations()) * pairs * 2.0 * hd * heads));
 }
-BENCHMARK(BM_PrefillAttention)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PrefillAttention)
+    ->ArgsProduct({{512, 2048, 8192}, {int64_t(KvDtype::kF32), int64_t(KvDtype::kBF16)}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace pagoda::kernels

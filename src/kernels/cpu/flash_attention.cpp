@@ -10,6 +10,10 @@
 // tiles sit at fixed positions (multiples of kKeyTile), each score is one FMA chain over
 // the head dimension in order, each output element one FMA chain over the keys in order.
 // So a prompt's last row computes the same as a decode step at that position would.
+//
+// A bf16 pool on a CPU with AVX512_BF16 takes the vdpbf16ps path of attention_bf16.h for
+// both products (the tile gathered as bf16 pairs, queries and probabilities rounded to
+// bf16); the online softmax and the item loop are shared.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/flash_attention.cpp"
 // clang-format off
@@ -23,6 +27,8 @@
 #include <vector>
 
 #include "base/half.h"
+#include "kernels/cpu/attention_bf16.h"
+#include "kernels/cpu/half_panels.h"
 #include "kernels/types.h"
 
 #ifndef PAGODA_FLASH_ATTENTION_SHARED
@@ -62,6 +68,12 @@ struct Scratch {
     const float* kc[kKeyTile] = {};
     size_t ks = 0;
     const float* vr[kKeyTile] = {};
+    // The bf16 dot path (attention_bf16.h): queries as bf16 pairs [M][hd/2], the tile in
+    // its layouts, and where each key's K (dims block_size apart) and V row sit in the pool.
+    std::vector<uint32_t> qb;
+    std::vector<uint16_t> kp, vp;
+    const uint16_t* kb[kKeyTile] = {};
+    const uint16_t* vb[kKeyTile] = {};
 };
 
 }  // namespace pagoda::kernels::cpu::flash
@@ -155,6 +167,21 @@ HWY_INLINE void PointAtPool(D df, const Item& it, int t0, int nt, Scratch& s) {
     s.ks = size_t(bs);
     for (int t = t0; t < t0 + nt; ++t)
         s.vr[t - t0] = v + BlockBase(it, t) + size_t(t % bs) * size_t(hd);
+}
+
+// Keys [t0, t0 + nt) of a bf16 pool into s.kp / s.vp (attention_bf16.h's layouts).
+HWY_INLINE void GatherTileBf16(const Item& it, int t0, int nt, Scratch& s) {
+    const PagedKv& kv = *it.kv;
+    const int bs = kv.block_size, hd = kv.head_dim;
+    const auto* k = static_cast<const uint16_t*>(kv.k);
+    const auto* v = static_cast<const uint16_t*>(kv.v);
+    for (int t = t0; t < t0 + nt; ++t) {
+        const size_t base = BlockBase(it, t), slot = size_t(t % bs);
+        s.kb[t - t0] = k + base + slot;
+        s.vb[t - t0] = v + base + slot * size_t(hd);
+    }
+    attn_bf16::gather_k(s.kb, size_t(bs), nt, hd, s.kp.data());
+    attn_bf16::gather_v(s.vb, nt, hd, s.vp.data());
 }
 
 // One query's scores against key chunk c (N keys) of the tile: the same FMA chain over d
@@ -353,21 +380,38 @@ void FlashItem(const Item& it, Scratch& s) {
     const int hdp = (hd + N - 1) / N * N;
     StartItem(it, hdp, s);
     const bool in_place = ReadsInPlace(*it.kv, N);
+    const bool bf16_dot = it.kv->dtype == KvDtype::kBF16 && attn_bf16::usable(hd);
+    if (bf16_dot) {
+        s.qb.resize(size_t(M) * size_t(hd / 2));
+        bf16_pair_activations(s.q.data(), M, hd, s.qb.data());
+        s.kp.resize(size_t(hd) * kKeyTile);
+        s.vp.resize(size_t(hd) * kKeyTile);
+    }
     const int last = it.pos0 + it.rows - 1;
     for (int t0 = 0; t0 <= last; t0 += kKeyTile) {
         const int nt = std::min(kKeyTile, last + 1 - t0), nc = (nt + N - 1) / N;
         const int m0 = std::max(0, t0 - it.pos0) * g;  // earlier queries see none of the tile
-        if (in_place) {
-            PointAtPool(df, it, t0, nt, s);
+        if (bf16_dot) {
+            GatherTileBf16(it, t0, nt, s);
+            attn_bf16::scores(s.qb.data(), m0, M, s.kp.data(), nc, hd, s.p.data());
         } else {
-            GatherTile(df, it, t0, nt, hdp, s);
+            if (in_place) {
+                PointAtPool(df, it, t0, nt, s);
+            } else {
+                GatherTile(df, it, t0, nt, hdp, s);
+            }
+            TileScores(df, m0, M, nc, hd, s);
         }
-        TileScores(df, m0, M, nc, hd, s);
-        for (int m = m0; m < M; ++m) {
-            s.valid[size_t(m)] = std::min(nt, it.pos0 + m / g + 1 - t0);
-            SoftmaxStep(df, m, s.valid[size_t(m)], nc, s);
+        for (int m = m0; m < M; ++m) s.valid[size_t(m)] = std::min(nt, it.pos0 + m / g + 1 - t0);
+        if (bf16_dot) {
+            attn_bf16::softmax(s.p.data(), m0, M, s.valid.data() + m0, nc, s.mx.data(), s.l.data(),
+                               s.alpha.data());
+            attn_bf16::outputs(s.p.data(), s.alpha.data(), s.valid.data() + m0, m0, M, s.vp.data(),
+                               hd, s.o.data());
+        } else {
+            for (int m = m0; m < M; ++m) SoftmaxStep(df, m, s.valid[size_t(m)], nc, s);
+            TileOutputs(df, m0, M, s.valid.data() + m0, hdp, s);
         }
-        TileOutputs(df, m0, M, s.valid.data() + m0, hdp, s);
     }
     for (int r = 0; r < it.rows; ++r) {
         for (int j = 0; j < g; ++j) {
