@@ -131,7 +131,7 @@ void add_model(CLI::App& app, std::function<int()>& action) {
 
     struct PadFlags {
         std::string in, out;
-        int dim = 256, ffn = 768;
+        int dim = 256, ffn = 768, head_dim = 0;
     };
     auto pf = std::make_shared<PadFlags>();
     CLI::App* pad = m->add_subcommand(
@@ -142,12 +142,18 @@ void add_model(CLI::App& app, std::function<int()>& action) {
     pad->add_option("--dim", pf->dim, "Model width (a multiple of the head dim)")
         ->capture_default_str();
     pad->add_option("--ffn", pf->ffn, "Feed-forward width")->capture_default_str();
+    pad->add_option("--head-dim", pf->head_dim,
+                    "Head size, padded with zero dimensions (default: the model's), e.g. 64 "
+                    "to run the trained model through the kernels' paths for real head sizes")
+        ->check(CLI::Range(0, 512));
     pad->add_option("-o,--output", pf->out, "Output .gguf path")->required();
     pad->callback([pf, &action] {
         action = [pf] {
-            auto st = model::write_padded_model(pf->in, pf->dim, pf->ffn, pf->out);
+            auto st = model::write_padded_model(pf->in, pf->dim, pf->ffn, pf->out, pf->head_dim);
             if (!st.ok()) return fail(st.error());
-            std::fprintf(stderr, "wrote %s (dim %d, ffn %d)\n", pf->out.c_str(), pf->dim, pf->ffn);
+            std::fprintf(
+                stderr, "wrote %s (dim %d, ffn %d%s)\n", pf->out.c_str(), pf->dim, pf->ffn,
+                pf->head_dim > 0 ? (", head dim " + std::to_string(pf->head_dim)).c_str() : "");
             return 0;
         };
     });

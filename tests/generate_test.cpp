@@ -73,6 +73,33 @@ TEST(Generate, PaddedModelKeepsTheGoldenContinuation) {
     EXPECT_FALSE(model::write_padded_model(testdata::kStoriesPath, 100, 256, path).ok());
 }
 
+// The same with each head widened to 64 dimensions (TinyLlama's and Llama's head size), so
+// the trained model runs the attention kernels' paths for real head sizes: the in-place f32
+// tiles, and on AVX512_BF16 CPUs the vdpbf16ps products of a bf16 cache (queries and
+// probabilities rounded to bf16). Every KV dtype keeps the golden continuation.
+TEST(Generate, HeadDim64KeepsTheGoldenContinuationOnEveryKvDtype) {
+    const std::string path = ::testing::TempDir() + "/pagoda_stories_hd64.gguf";
+    ASSERT_TRUE(model::write_padded_model(testdata::kStoriesPath, 512, 256, path, 64).ok());
+    auto m = model::Model::load(path);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_EQ((*m)->config().head_dim, 64);
+    EXPECT_EQ((*m)->config().num_heads, 8);
+    for (auto dtype : {kvcache::KvDtype::kF32, kvcache::KvDtype::kF16, kvcache::KvDtype::kBF16}) {
+        EngineConfig c;
+        c.kv = {.block_size = 16, .num_blocks = 64};
+        c.kv.dtype = dtype;
+        auto e = Engine::create(**m, c);
+        ASSERT_TRUE(e.ok()) << e.error().message;
+        Request r;
+        r.prompt_ids = testdata::kStoriesPromptIds;
+        r.sampling.temperature = 0.0f;
+        r.sampling.max_tokens = 32;
+        EXPECT_EQ(run(**e, r).ids, testdata::kStoriesGoldenIds) << kvcache::kv_dtype_name(dtype);
+    }
+    // Fewer heads than the model's (512 / 128 = 4 < 8) cannot hold it.
+    EXPECT_FALSE(model::write_padded_model(testdata::kStoriesPath, 512, 256, path, 128).ok());
+}
+
 // K-quant files written by llama.cpp's own llama-quantize (a Q4_K_M mix of Q4_K and Q6_K,
 // and Q6_K) against llama-server's greedy continuations (scripts/kquant-parity.sh), on
 // the VNNI kernels and on the portable path (weights dequantized for oneDNN). Teacher

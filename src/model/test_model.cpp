@@ -187,17 +187,25 @@ Status write_test_model(const TestModelOptions& o,
 }
 
 namespace {
-// Tensor t (F32, 1-D or 2-D) times `scale` as the top-left corner of a zero tensor of
-// `dims`.
+// Where a source row or column lands in the padded tensor: the identity, or for the heads'
+// dimensions (hd_s per head in the source, hd in the padded model) the same dimension of
+// the same head.
+struct IndexMap {
+    uint64_t hd_s = 0, hd = 0;  // 0: the identity
+    uint64_t operator()(uint64_t i) const { return hd_s == 0 ? i : i / hd_s * hd + i % hd_s; }
+};
+
+// Tensor t (F32, 1-D or 2-D) times `scale` in a zero tensor of `dims`: source row r and
+// column c at rows(r), cols(c).
 std::vector<uint8_t> padded_f32(const formats::GgufTensorInfo& t, const std::vector<uint64_t>& dims,
-                                float scale) {
+                                float scale, IndexMap rows_map, IndexMap cols_map) {
     const uint64_t cols_s = t.dims[0], rows_s = t.dims.size() == 2 ? t.dims[1] : 1;
     const uint64_t cols = dims[0], rows = dims.size() == 2 ? dims[1] : 1;
     std::vector<float> out(size_t(cols * rows), 0.0f);
     const auto* in = reinterpret_cast<const float*>(t.data.data());
     for (uint64_t r = 0; r < rows_s; ++r) {
         for (uint64_t c = 0; c < cols_s; ++c)
-            out[size_t(r * cols + c)] = in[r * cols_s + c] * scale;
+            out[size_t(rows_map(r) * cols + cols_map(c))] = in[r * cols_s + c] * scale;
     }
     std::vector<uint8_t> bytes(out.size() * 4);
     std::memcpy(bytes.data(), out.data(), bytes.size());
@@ -206,7 +214,7 @@ std::vector<uint8_t> padded_f32(const formats::GgufTensorInfo& t, const std::vec
 }  // namespace
 
 Status write_padded_model(const std::string& src_path, int dim, int ffn_dim,
-                          const std::string& output_path) {
+                          const std::string& output_path, int head_dim) {
     PAGODA_ASSIGN_OR_RETURN(MappedFile f, MappedFile::open(src_path));
     PAGODA_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::parse(f.bytes(), src_path));
     auto num = [&](const std::string& key) -> int64_t {
@@ -218,14 +226,17 @@ Status write_padded_model(const std::string& src_path, int dim, int ffn_dim,
     const formats::GgufValue* arch = g.find("general.architecture");
     if (!arch || arch->s != "llama" || dim_s <= 0 || heads_s <= 0 || kv_s <= 0 || ffn_s <= 0)
         return make_error(ErrorCode::kInvalidArgument, "{}: not a llama model", src_path);
-    const int64_t hd = dim_s / heads_s;
-    if (dim < dim_s || ffn_dim < ffn_s || dim % hd != 0 || (dim / hd) * kv_s % heads_s != 0) {
+    const int64_t hd_s = dim_s / heads_s, hd = head_dim > 0 ? head_dim : hd_s;
+    if (dim < dim_s || ffn_dim < ffn_s || hd < hd_s || dim % hd != 0 || dim / hd < heads_s ||
+        (dim / hd) * kv_s % heads_s != 0) {
         return make_error(ErrorCode::kInvalidArgument,
-                          "cannot pad {} (dim {}, ffn {}, head dim {}) to dim {}, ffn {}: both "
-                          "must be at least the model's, dim a multiple of the head dim",
-                          src_path, dim_s, ffn_s, hd, dim, ffn_dim);
+                          "cannot pad {} (dim {}, ffn {}, head dim {}, {} heads) to dim {}, ffn "
+                          "{}, head dim {}: each must be at least the model's, dim a multiple "
+                          "of the head dim with at least as many heads",
+                          src_path, dim_s, ffn_s, hd_s, heads_s, dim, ffn_dim, hd);
     }
     const int64_t heads = dim / hd, kv = heads * kv_s / heads_s;
+    const IndexMap head_dims = hd == hd_s ? IndexMap{} : IndexMap{uint64_t(hd_s), uint64_t(hd)};
     const float eps_scale = float(dim_s) / float(dim);
     formats::GgufWriter w;
     for (const auto& [key, value] : g.metadata()) {
@@ -235,16 +246,19 @@ Status write_padded_model(const std::string& src_path, int dim, int ffn_dim,
         if (key == "llama.attention.head_count") v.u = uint64_t(heads), v.i = heads;
         if (key == "llama.attention.head_count_kv") v.u = uint64_t(kv), v.i = kv;
         if (key == "llama.attention.layer_norm_rms_epsilon") v.f *= double(eps_scale);
+        if (key == "llama.attention.key_length" || key == "llama.attention.value_length")
+            v.u = uint64_t(hd), v.i = hd;
         w.add(key, v);
     }
     if (!g.find("llama.rope.dimension_count"))
-        w.add_u32("llama.rope.dimension_count", uint32_t(hd));
+        w.add_u32("llama.rope.dimension_count", uint32_t(hd_s));
     auto widen = [&](uint64_t n) -> uint64_t {
         if (n == uint64_t(dim_s)) return uint64_t(dim);
         if (n == uint64_t(ffn_s)) return uint64_t(ffn_dim);
-        if (n == uint64_t(kv_s * hd)) return uint64_t(kv * hd);
+        if (n == uint64_t(kv_s * hd_s)) return uint64_t(kv * hd);
         return n;  // the vocabulary
     };
+    auto ends = [](const std::string& name, const char* suffix) { return name.ends_with(suffix); };
     for (const auto& t : g.tensors()) {
         if (t.type != TensorType::kF32 || t.dims.empty() || t.dims.size() > 2) {
             return make_error(ErrorCode::kUnsupported,
@@ -254,8 +268,15 @@ Status write_padded_model(const std::string& src_path, int dim, int ffn_dim,
         for (uint64_t d : t.dims) dims.push_back(widen(d));
         // RMS over the wider vector is sqrt(dim_s / dim) of the narrow one's: norm weights
         // (the vectors) make up for it.
-        const float scale = t.dims.size() == 1 ? std::sqrt(eps_scale) : 1.0f;
-        w.add_tensor(t.name, TensorType::kF32, dims, padded_f32(t, dims, scale));
+        float scale = t.dims.size() == 1 ? std::sqrt(eps_scale) : 1.0f;
+        // Per-head rows of Q, K and V and per-head columns of the output projection; the
+        // queries make up for the attention's 1/sqrt(head dim).
+        const bool qkv = ends(t.name, "attn_q.weight") || ends(t.name, "attn_k.weight") ||
+                         ends(t.name, "attn_v.weight");
+        if (ends(t.name, "attn_q.weight")) scale = std::sqrt(float(hd) / float(hd_s));
+        const IndexMap rows = qkv ? head_dims : IndexMap{};
+        const IndexMap cols = ends(t.name, "attn_output.weight") ? head_dims : IndexMap{};
+        w.add_tensor(t.name, TensorType::kF32, dims, padded_f32(t, dims, scale, rows, cols));
     }
     return w.write(output_path);
 }

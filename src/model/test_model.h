@@ -39,11 +39,13 @@ Status write_test_model(const TestModelOptions& opts,
                         const std::function<void(size_t, size_t)>& progress = {});
 
 // Writes `src` (an F32 llama model) zero-padded to a wider shape that computes the same
-// function: dim and ffn grow (more heads of the same head dim, the same GQA ratio), new
-// rows and columns are zero, norm weights and eps are rescaled for the wider RMS. Makes
-// a trained model whose matrices llama-quantize can write as K-quants (rows of
-// multiples of 256) from the bundled 64-wide one.
+// function: dim and ffn grow (more heads, the same GQA ratio), new rows and columns are
+// zero, norm weights and eps are rescaled for the wider RMS. Makes a trained model whose
+// matrices llama-quantize can write as K-quants (rows of multiples of 256) from the
+// bundled 64-wide one. head_dim (0: the model's) widens each head with zero dimensions
+// (the queries scaled by sqrt(head_dim / the model's) for the attention's 1/sqrt(head_dim),
+// RoPE kept on the model's dimensions): a trained model with a real model's head size.
 Status write_padded_model(const std::string& src_path, int dim, int ffn_dim,
-                          const std::string& output_path);
+                          const std::string& output_path, int head_dim = 0);
 
 }  // namespace pagoda::model
