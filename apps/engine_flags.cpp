@@ -17,7 +17,9 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
         ->capture_default_str()
         ->group("Engine");
     c->add_option("--kv-cache-dtype", f.kv_dtype,
-                  "KV cache storage: f32, f16, bf16; auto: f32 (bf16 with --backend sim)")
+                  "KV cache storage: f32, f16, bf16; auto: f32 (bf16 with --backend sim). f16 and "
+                  "bf16 halve its memory; bf16 on AVX512_BF16 CPUs also runs attention on bf16 "
+                  "dot products (long prompts ~1.2-1.3x faster, slightly less accurate)")
         ->capture_default_str()
         ->group("Engine");
     c->add_option("-t,--threads", f.threads, "Compute threads; 0 = all cores")
