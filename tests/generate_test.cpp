@@ -52,6 +52,21 @@ TEST(Generate, Stories260KGreedyMatchesReferenceContinuation) {
     }
 }
 
+// The greedy 32 tokens after the golden prompt, on a cache of `dtype`.
+std::vector<int32_t> golden_prompt_greedy(model::Model& m, kvcache::KvDtype dtype) {
+    EngineConfig c;
+    c.kv = {.block_size = 16, .num_blocks = 64};
+    c.kv.dtype = dtype;
+    auto e = Engine::create(m, c);
+    EXPECT_TRUE(e.ok()) << e.error().message;
+    if (!e.ok()) return {};
+    Request r;
+    r.prompt_ids = testdata::kStoriesPromptIds;
+    r.sampling.temperature = 0.0f;
+    r.sampling.max_tokens = 32;
+    return run(**e, r).ids;
+}
+
 // `pagoda model pad` (the source of the K-quant parity files): the bundled model padded to
 // width 256 computes the same function, so its greedy continuation is the golden one.
 TEST(Generate, PaddedModelKeepsTheGoldenContinuation) {
@@ -61,15 +76,7 @@ TEST(Generate, PaddedModelKeepsTheGoldenContinuation) {
     ASSERT_TRUE(m.ok()) << m.error().message;
     EXPECT_EQ((*m)->config().dim, 256);
     EXPECT_EQ((*m)->config().num_heads, 32);
-    EngineConfig c;
-    c.kv = {.block_size = 16, .num_blocks = 64};
-    auto e = Engine::create(**m, c);
-    ASSERT_TRUE(e.ok()) << e.error().message;
-    Request r;
-    r.prompt_ids = testdata::kStoriesPromptIds;
-    r.sampling.temperature = 0.0f;
-    r.sampling.max_tokens = 32;
-    EXPECT_EQ(run(**e, r).ids, testdata::kStoriesGoldenIds);
+    EXPECT_EQ(golden_prompt_greedy(**m, kvcache::KvDtype::kF32), testdata::kStoriesGoldenIds);
     EXPECT_FALSE(model::write_padded_model(testdata::kStoriesPath, 100, 256, path).ok());
 }
 
@@ -85,16 +92,8 @@ TEST(Generate, HeadDim64KeepsTheGoldenContinuationOnEveryKvDtype) {
     EXPECT_EQ((*m)->config().head_dim, 64);
     EXPECT_EQ((*m)->config().num_heads, 8);
     for (auto dtype : {kvcache::KvDtype::kF32, kvcache::KvDtype::kF16, kvcache::KvDtype::kBF16}) {
-        EngineConfig c;
-        c.kv = {.block_size = 16, .num_blocks = 64};
-        c.kv.dtype = dtype;
-        auto e = Engine::create(**m, c);
-        ASSERT_TRUE(e.ok()) << e.error().message;
-        Request r;
-        r.prompt_ids = testdata::kStoriesPromptIds;
-        r.sampling.temperature = 0.0f;
-        r.sampling.max_tokens = 32;
-        EXPECT_EQ(run(**e, r).ids, testdata::kStoriesGoldenIds) << kvcache::kv_dtype_name(dtype);
+        EXPECT_EQ(golden_prompt_greedy(**m, dtype), testdata::kStoriesGoldenIds)
+            << kvcache::kv_dtype_name(dtype);
     }
     // Fewer heads than the model's (512 / 128 = 4 < 8) cannot hold it.
     EXPECT_FALSE(model::write_padded_model(testdata::kStoriesPath, 512, 256, path, 128).ok());
