@@ -401,7 +401,9 @@ void FlashItem(const Item& it, Scratch& s) {
     const int hdp = (hd + N - 1) / N * N;
     StartItem(it, hdp, s);
     const bool in_place = ReadsInPlace(*it.kv, N);
-    const bool bf16_dot = it.kv->dtype == KvDtype::kBF16 && attn_bf16::usable(hd);
+    // attn_bf16 keeps 16 per-lane sums in s.l: the AVX-512 targets' width (a CPU with
+    // AVX512_BF16 runs one of them unless the build leaves them out).
+    const bool bf16_dot = N == 16 && it.kv->dtype == KvDtype::kBF16 && attn_bf16::usable(hd);
     if (bf16_dot) {
         s.qb.resize(size_t(M) * size_t(hd / 2));
         bf16_pair_activations(s.q.data(), M, hd, s.qb.data());
