@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/exp_poly.h"
 #include "kernels/cpu/half_panels.h"
 
 #if defined(__x86_64__)
@@ -49,19 +50,14 @@ PAGODA_BF16ATT void score_one(const uint32_t* qb, int m, int c, const uint16_t* 
     _mm512_storeu_ps(p + size_t(m) * kTile + size_t(c) * 16, a);
 }
 
-// e^x, for the probabilities that are rounded to bf16 next: 2^n 2^f with n = round(x log2 e)
-// and 2^f (|f| <= 1/2) from its degree-5 Taylor polynomial in f ln 2 (relative error under
-// 3e-6, a thousandth of the bf16 rounding), 2^n applied by vscalefps (underflows to 0).
+// e^x (exp_poly.h), for the probabilities that are rounded to bf16 next (the polynomial's
+// error is a thousandth of that rounding); 2^n applied by vscalefps (underflows to 0).
 PAGODA_BF16ATT inline __m512 exp_ps(__m512 x) {
-    const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504f));
+    const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(kLog2e));
     const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m512 f = _mm512_sub_ps(t, n);
-    __m512 y = _mm512_set1_ps(1.33335581e-3f);
-    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(9.61812911e-3f));
-    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.55041087e-2f));
-    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.40226507e-1f));
-    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.93147181e-1f));
-    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.0f));
+    __m512 y = _mm512_set1_ps(kExp2Poly[0]);
+    for (int k = 1; k < 6; ++k) y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(kExp2Poly[k]));
     return _mm512_scalef_ps(y, n);
 }
 

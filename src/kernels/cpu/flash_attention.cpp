@@ -28,6 +28,7 @@
 
 #include "base/half.h"
 #include "kernels/cpu/attention_bf16.h"
+#include "kernels/cpu/exp_poly.h"
 #include "kernels/cpu/half_panels.h"
 #include "kernels/types.h"
 
@@ -175,10 +176,14 @@ HWY_INLINE void GatherTileBf16(const Item& it, int t0, int nt, Scratch& s) {
     const int bs = kv.block_size, hd = kv.head_dim;
     const auto* k = static_cast<const uint16_t*>(kv.k);
     const auto* v = static_cast<const uint16_t*>(kv.v);
-    for (int t = t0; t < t0 + nt; ++t) {
-        const size_t base = BlockBase(it, t), slot = size_t(t % bs);
-        s.kb[t - t0] = k + base + slot;
-        s.vb[t - t0] = v + base + slot * size_t(hd);
+    for (int t = t0; t < t0 + nt;) {  // a run of keys in one block at a time
+        const int slot = t % bs, n = std::min(bs - slot, t0 + nt - t);
+        const size_t base = BlockBase(it, t);
+        for (int j = 0; j < n; ++j) {
+            s.kb[t - t0 + j] = k + base + size_t(slot + j);
+            s.vb[t - t0 + j] = v + base + size_t(slot + j) * size_t(hd);
+        }
+        t += n;
     }
     attn_bf16::gather_k(s.kb, size_t(bs), nt, hd, s.kp.data());
     attn_bf16::gather_v(s.vb, nt, hd, s.vp.data());
@@ -236,22 +241,17 @@ HWY_INLINE void TileScores(D df, int m0, int m1, int nc, int hd, Scratch& s) {
         for (int m = m0; m < m1; ++m) ScoreChunk(df, m, c, hd, s);
 }
 
-// e^x for x in [-87, 0]: 2^n 2^f with n = round(x log2 e), 2^f (|f| <= 1/2) from its
-// degree-5 Taylor polynomial in f ln 2 (relative error under 3e-6), 2^n built in the
-// exponent bits (n >= -126: a normal float). Half the instructions of hn::Exp; the error
-// is far below what f16/bf16 caches make and within the kernel's tested 1e-5.
+// e^x for x in [-87, 0] (exp_poly.h), 2^n built in the exponent bits (n >= -126: a normal
+// float). Half the instructions of hn::Exp; the error is far below what f16/bf16 caches
+// make and within the kernel's tested 1e-5.
 template <class D, class V>
 HWY_INLINE V ExpNonPositive(D df, V x) {
     const hn::RebindToSigned<D> di;
-    const auto t = hn::Mul(x, hn::Set(df, 1.44269504f));
+    const auto t = hn::Mul(x, hn::Set(df, kLog2e));
     const auto n = hn::Round(t);
     const auto f = hn::Sub(t, n);
-    auto y = hn::Set(df, 1.33335581e-3f);
-    y = hn::MulAdd(y, f, hn::Set(df, 9.61812911e-3f));
-    y = hn::MulAdd(y, f, hn::Set(df, 5.55041087e-2f));
-    y = hn::MulAdd(y, f, hn::Set(df, 2.40226507e-1f));
-    y = hn::MulAdd(y, f, hn::Set(df, 6.93147181e-1f));
-    y = hn::MulAdd(y, f, hn::Set(df, 1.0f));
+    auto y = hn::Set(df, kExp2Poly[0]);
+    for (int k = 1; k < 6; ++k) y = hn::MulAdd(y, f, hn::Set(df, kExp2Poly[k]));
     const auto two_n =
         hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
     return hn::Mul(y, two_n);
@@ -372,14 +372,15 @@ HWY_INLINE void TileOutputs(D df, int m0, int m1, const int* valid, int hdp, Scr
     }
 }
 
-// Sizes the scratch for an item and loads its queries, scaled.
-HWY_INLINE void StartItem(const Item& it, int hdp, Scratch& s) {
+// Sizes the scratch for an item and loads its queries, scaled. `widened`: the tiles are
+// gathered into f32 copies (GatherTile), which need s.kt and s.v.
+HWY_INLINE void StartItem(const Item& it, int hdp, bool widened, Scratch& s) {
     const int hd = it.kv->head_dim, M = it.rows * it.group;
     s.q.resize(size_t(M) * size_t(hd));
     s.o.assign(size_t(M) * size_t(hdp), 0.0f);
     s.p.resize(size_t(M) * kKeyTile);
-    if (s.kt.size() < size_t(hd) * kKeyTile) s.kt.assign(size_t(hd) * kKeyTile, 0.0f);
-    if (s.v.size() != size_t(kKeyTile) * size_t(hdp))
+    if (widened && s.kt.size() < size_t(hd) * kKeyTile) s.kt.assign(size_t(hd) * kKeyTile, 0.0f);
+    if (widened && s.v.size() != size_t(kKeyTile) * size_t(hdp))
         s.v.assign(size_t(kKeyTile) * size_t(hdp), 0.0f);
     s.mx.assign(size_t(M), -INFINITY);
     s.l.assign(size_t(M) * size_t(hn::Lanes(hn::ScalableTag<float>())), 0.0f);
@@ -399,11 +400,11 @@ void FlashItem(const Item& it, Scratch& s) {
     const int N = int(hn::Lanes(df));
     const int hd = it.kv->head_dim, g = it.group, M = it.rows * g;
     const int hdp = (hd + N - 1) / N * N;
-    StartItem(it, hdp, s);
     const bool in_place = ReadsInPlace(*it.kv, N);
     // attn_bf16 keeps 16 per-lane sums in s.l: the AVX-512 targets' width (a CPU with
     // AVX512_BF16 runs one of them unless the build leaves them out).
     const bool bf16_dot = N == 16 && it.kv->dtype == KvDtype::kBF16 && attn_bf16::usable(hd);
+    StartItem(it, hdp, !in_place && !bf16_dot, s);
     if (bf16_dot) {
         s.qb.resize(size_t(M) * size_t(hd / 2));
         bf16_pair_activations(s.q.data(), M, hd, s.qb.data());
