@@ -7,7 +7,12 @@ logprobs and reports, over the positions, the largest difference among the 5 bes
 logprobs (median, 90th percentile, max), and the positions where the first server's two
 best tokens are closest (its near-ties, where rounding decides the greedy token).
 
+With --free MODEL, instead: 32 greedy tokens from each server after each of the 4 prompts
+of scripts/kquant-parity.sh (tokenized by `pagoda tokenize -m MODEL`), how many lead
+tokens are equal, and where they part, both servers' gap between their two best tokens.
+
     scripts/logprob-diff.py llama:8391 pagoda:8392 [--file q6_k]
+    scripts/logprob-diff.py llama:8391 pagoda:8392 --free /tmp/tl-q4km.gguf
 
 Each server is KIND:PORT on 127.0.0.1: `llama` for llama-server (/completion, n_probs),
 `pagoda` for pagoda serve or any OpenAI-compatible server (/v1/completions, logprobs).
@@ -18,12 +23,16 @@ import argparse
 import json
 import re
 import statistics
+import subprocess
 import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-HEADER = Path(__file__).resolve().parent.parent / "testdata" / "kquant_parity.h"
+ROOT = Path(__file__).resolve().parent.parent
+HEADER = ROOT / "testdata" / "kquant_parity.h"
+PROMPTS = ["Once upon a time", "Tom and Sue went to the park. They saw a big red ball",
+           "The cat sat on", "Lily liked to sing and dance with her mom"]  # kquant-parity.sh's
 
 
 def parity_cases(text):
@@ -61,6 +70,39 @@ def top_logprobs(server, ids):
     return sorted(values, reverse=True)
 
 
+def greedy(server, ids, n):
+    """The server's n greedy token ids after `ids` (end of text ignored)."""
+    kind, port = server
+    if kind == "llama":
+        a = post(f"http://127.0.0.1:{port}/completion",
+                 {"prompt": ids, "n_predict": n, "temperature": 0, "return_tokens": True,
+                  "cache_prompt": False, "ignore_eos": True})
+        return a["tokens"]
+    b = post(f"http://127.0.0.1:{port}/v1/completions",
+             {"prompt": ids, "max_tokens": n, "temperature": 0, "ignore_eos": True,
+              "return_token_ids": True})
+    return b["choices"][0]["token_ids"]
+
+
+def free_running(a, b, model):
+    pagoda = ROOT / "build" / "apps" / "pagoda"
+    for text in PROMPTS:
+        tok = subprocess.run([str(pagoda), "tokenize", "-m", model], input=text,
+                             capture_output=True, text=True, check=False)
+        if tok.returncode != 0:
+            sys.exit(f"{pagoda} tokenize -m {model} failed: {tok.stderr.strip()}")
+        ids = [int(v) for v in tok.stdout.split()]
+        ga, gb = greedy(a, ids, 32), greedy(b, ids, 32)
+        n = next((k for k in range(32) if ga[k] != gb[k]), 32)
+        if n == 32:
+            print(f"{text!r}: equal for 32 of 32 tokens")
+            continue
+        la, lb = top_logprobs(a, ids + ga[:n]), top_logprobs(b, ids + ga[:n])
+        print(f"{text!r}: equal for the first {n} of 32 tokens; there the two best tokens are "
+              f"{la[0] - la[1]:.4f} nats apart in the first server, {lb[0] - lb[1]:.4f} in "
+              "the second")
+
+
 def server_arg(text):
     kind, _, port = text.partition(":")
     if kind not in ("llama", "pagoda") or not port.isdigit():
@@ -75,7 +117,17 @@ def main():
     ap.add_argument("b", type=server_arg, help="second server")
     ap.add_argument("--file", default="",
                     help="only the parity entries whose file name contains this (q6_k, q4_k_m)")
+    ap.add_argument("--free", metavar="MODEL",
+                    help="compare free-running greedy continuations instead (MODEL: the GGUF "
+                         "both serve, for its tokenizer)")
     args = ap.parse_args()
+    if args.free:
+        try:
+            free_running(args.a, args.b, args.free)
+        except (urllib.error.URLError, KeyError, IndexError) as e:
+            sys.exit(f"a server did not answer as expected ({e}); are both serving "
+                     f"{args.free} on the ports given?")
+        return
     cases = [c for c in parity_cases(HEADER.read_text()) if args.file in c[0]]
     if not cases:
         sys.exit(f"no entry of {HEADER} matches --file '{args.file}'")
