@@ -69,7 +69,7 @@ double spin_pool(const std::function<bool()>& done, double* cpu_s = nullptr);
 // weight_cache.h): a layout version (bump kPackedLayoutVersion whenever a packing format
 // changes: quant_vnni.h, half_panels.h, the portable rows), the CPU features that choose
 // the kernels, and oneDNN's version. Equal strings mean packed bytes are interchangeable.
-inline constexpr int kPackedLayoutVersion = 1;
+inline constexpr int kPackedLayoutVersion = 2;  // 2: Q5_K as nibbles + a bit plane
 std::string packed_layout_key();
 
 // Quantizes x[n] (n % 32 == 0) to int8 with one float scale per 32 values.

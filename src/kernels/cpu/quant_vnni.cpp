@@ -45,15 +45,18 @@ void pack_k_block(VnniWeights t, const ref::KBlock& kb, int b, int r, uint8_t* v
         vb[768 + 32 + r] = uint8_t(int8_t(kb.sc[2 * b + 1]));
         return;
     }
-    const bool q4 = t == VnniWeights::kQ4_K;
-    const int vectors = q4 ? 4 : 8;
-    uint8_t* lane = vb + (r / 16) * vectors * 64 + (r % 16) * 4;
-    for (int k = 0; k < vectors; ++k) {
+    // Q4_K, Q5_K: nibble pairs as Q4_0 (columns c and c + 16); Q5_K's fifth bits in a plane.
+    const bool q5 = t == VnniWeights::kQ5_K;
+    uint8_t* lane = vb + (r / 16) * 256 + (r % 16) * 4;
+    uint8_t* hi = vb + 512 + (r / 16) * 64 + (r % 16) * 4;
+    for (int k = 0; k < 4; ++k) {
         for (int j = 0; j < 4; ++j) {
-            lane[k * 64 + j] = q4 ? uint8_t(q[4 * k + j] | (q[16 + 4 * k + j] << 4)) : q[4 * k + j];
+            const int c = 4 * k + j;
+            lane[k * 64 + j] = uint8_t((q[c] & 15) | ((q[16 + c] & 15) << 4));
+            if (q5) hi[j] = uint8_t(hi[j] | ((q[c] >> 4) << k) | ((q[16 + c] >> 4) << (4 + k)));
         }
     }
-    uint8_t* sc = vb + 2 * vectors * 64;
+    uint8_t* sc = vb + (q5 ? 640 : 512);
     sc[r] = uint8_t(kb.sc[b]);
     sc[32 + r] = uint8_t(kb.m[b]);
 }
@@ -144,6 +147,11 @@ struct Gemm {
     float* y;
 };
 
+// Bit `shift` of every byte of h, moved to bit 4 (Q5_K's fifth bit; one = 0x01 bytes).
+PAGODA_VNNI inline __m512i bit4(__m512i h, int shift, __m512i one) {
+    return _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, shift), one), 4);
+}
+
 PAGODA_VNNI inline __m512i bcast4(const int8_t* p) {
     int32_t v;
     std::memcpy(&v, p, 4);
@@ -192,7 +200,9 @@ PAGODA_VNNI void panel_rows(const Gemm& g, int64_t panel, int i0, const uint8_t*
                      kHalf = kQ8 ? 512 : 256;  // kHalf: 16 rows x 32 values
     const uint8_t* wp = g.packed + size_t(panel) * g.panel_bytes;
     const ActivationRows<N> a(g, i0, 1);
-    const auto &x = a.x, &dx = a.dx, &cr = a.cr;
+    const auto& x = a.x;
+    const auto& dx = a.dx;
+    const auto& cr = a.cr;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     __m512 out[2][N];
     for (int i = 0; i < N; ++i) out[0][i] = out[1][i] = _mm512_setzero_ps();
@@ -253,13 +263,17 @@ PAGODA_VNNI void panel_rows(const Gemm& g, int64_t panel, int i0, const uint8_t*
 template <VnniWeights T, int N>
 PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
     constexpr bool kQ4 = T == VnniWeights::kQ4_K, kQ6 = T == VnniWeights::kQ6_K;
-    constexpr int kVectors = kQ4 ? 4 : 8;  // per half of a block
-    constexpr size_t kHeader = kQ6 ? 128 : 256, kHalf = size_t(kVectors) * 64,
-                     kScales = kQ6 ? 768 : 2 * kHalf, kBlockBytes = kScales + 64;
+    constexpr size_t kHeader = kQ6 ? 128 : 256, kHalf = 256,  // nibble vectors of a half
+        kScales = kQ6   ? 768
+                  : kQ4 ? 512
+                        : 640,
+                     kBlockBytes = kScales + 64;
     constexpr int kCorr = kQ6 ? 2 : 1;
     const uint8_t* wp = g.packed + size_t(panel) * g.panel_bytes;
     const ActivationRows<N> a(g, i0, kCorr);
-    const auto &x = a.x, &dx = a.dx, &cr = a.cr;
+    const auto& x = a.x;
+    const auto& dx = a.dx;
+    const auto& cr = a.cr;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     __m512 out[2][N];
     for (int i = 0; i < N; ++i) out[0][i] = out[1][i] = _mm512_setzero_ps();
@@ -313,30 +327,29 @@ PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
                         }
                     }
                 }
-            } else if constexpr (kQ4) {
+            } else {  // Q4_K; Q5_K adds bit 4 from its plane (bits k and 4 + k)
+                __m512i h0 = _mm512_setzero_si512(), h1 = h0;
+                if constexpr (!kQ4)
+                    h0 = _mm512_load_si512(wb + 512), h1 = _mm512_load_si512(wb + 576);
+                const __m512i one = _mm512_set1_epi8(0x01);
                 for (int k = 0; k < 4; ++k) {
                     const __m512i r0 = _mm512_load_si512(wb + k * 64),
                                   r1 = _mm512_load_si512(wb + kHalf + k * 64);
-                    const __m512i lo0 = _mm512_and_si512(r0, low4),
-                                  lo1 = _mm512_and_si512(r1, low4);
-                    const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(r0, 4), low4);
-                    const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(r1, 4), low4);
+                    __m512i lo0 = _mm512_and_si512(r0, low4), lo1 = _mm512_and_si512(r1, low4);
+                    __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(r0, 4), low4);
+                    __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(r1, 4), low4);
+                    if constexpr (!kQ4) {
+                        lo0 = _mm512_or_si512(lo0, bit4(h0, k, one));
+                        lo1 = _mm512_or_si512(lo1, bit4(h1, k, one));
+                        hi0 = _mm512_or_si512(hi0, bit4(h0, 4 + k, one));
+                        hi1 = _mm512_or_si512(hi1, bit4(h1, 4 + k, one));
+                    }
                     for (int i = 0; i < N; ++i) {
                         const __m512i xl = bcast4(xb[i] + k * 4), xh = bcast4(xb[i] + 16 + k * 4);
                         acc[0][0][i] = _mm512_dpbusd_epi32(
                             _mm512_dpbusd_epi32(acc[0][0][i], lo0, xl), hi0, xh);
                         acc[1][0][i] = _mm512_dpbusd_epi32(
                             _mm512_dpbusd_epi32(acc[1][0][i], lo1, xl), hi1, xh);
-                    }
-                }
-            } else {
-                for (int k = 0; k < 8; ++k) {  // Q5_K: bytes
-                    const __m512i w0 = _mm512_load_si512(wb + k * 64),
-                                  w1 = _mm512_load_si512(wb + kHalf + k * 64);
-                    for (int i = 0; i < N; ++i) {
-                        const __m512i xv = bcast4(xb[i] + k * 4);
-                        acc[0][0][i] = _mm512_dpbusd_epi32(acc[0][0][i], w0, xv);
-                        acc[1][0][i] = _mm512_dpbusd_epi32(acc[1][0][i], w1, xv);
                     }
                 }
             }

@@ -34,7 +34,10 @@ enum class VnniWeights { kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
 // 32-blocks, each the values as above followed by 64 bytes of per-row sub-block scales:
 //   Q4_K: Q4_0's nibble vectors (q in 0..15), then sc[32], m[32] (u8, 6 bits):
 //         w = d sc q - dmin m; 4864 bytes a super-block;
-//   Q5_K: Q8_0's byte vectors (q in 0..31), then sc[32], m[32]; 8960 bytes;
+//   Q5_K: the low four bits as Q4_K's nibble vectors (256 bytes a half), then per half
+//         one vector of the fifth bits (bit k of a lane's byte j belongs to column
+//         4k + j for k < 4, to column 16 + 4(k - 4) + j for k >= 4), then sc[32], m[32]:
+//         w = d sc q - dmin m with q in 0..31; 5888 bytes (5.75 bits a weight);
 //   Q6_K: the low four bits as Q4_K's nibble vectors (256 bytes a half), then per half two
 //         vectors of the high two bits (columns 0-15, then 16-31: bits 2k..2k+1 of a
 //         lane's byte j belong to column 4k + j of the group), then sc[32] of columns 0-15
@@ -46,7 +49,7 @@ constexpr size_t vnni_panel_block_bytes(VnniWeights t) {  // per 32 columns (32-
     return t == VnniWeights::kQ8_0 ? 1088 : 576;
 }
 constexpr size_t vnni_panel_superblock_bytes(VnniWeights t) {  // per 256 columns (K-quants)
-    return t == VnniWeights::kQ4_K ? 4864 : t == VnniWeights::kQ5_K ? 8960 : 6784;
+    return t == VnniWeights::kQ4_K ? 4864 : t == VnniWeights::kQ5_K ? 5888 : 6784;
 }
 inline size_t vnni_panel_bytes(VnniWeights t, int64_t cols) {
     return vnni_is_k(t) ? size_t(cols / 256) * vnni_panel_superblock_bytes(t)
