@@ -263,11 +263,10 @@ PAGODA_VNNI void panel_rows(const Gemm& g, int64_t panel, int i0, const uint8_t*
 template <VnniWeights T, int N>
 PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
     constexpr bool kQ4 = T == VnniWeights::kQ4_K, kQ6 = T == VnniWeights::kQ6_K;
-    constexpr size_t kHeader = kQ6 ? 128 : 256, kHalf = 256,  // nibble vectors of a half
-        kScales = kQ6   ? 768
-                  : kQ4 ? 512
-                        : 640,
-                     kBlockBytes = kScales + 64;
+    constexpr size_t kHeader = kQ6 ? 128 : 256;
+    constexpr size_t kHalf = 256;                            // the nibble vectors of a half
+    constexpr size_t kScales = kQ6 ? 768 : kQ4 ? 512 : 640;  // after the bit planes
+    constexpr size_t kBlockBytes = kScales + 64;
     constexpr int kCorr = kQ6 ? 2 : 1;
     const uint8_t* wp = g.packed + size_t(panel) * g.panel_bytes;
     const ActivationRows<N> a(g, i0, kCorr);
