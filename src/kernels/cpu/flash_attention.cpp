@@ -125,6 +125,19 @@ HWY_INLINE size_t BlockBase(const Item& it, int t) {
            size_t(it.kv_head) * kv.head_stride();
 }
 
+// Calls f(base, slot, n, i) for each run of keys [t0, t0 + nt) that one block holds: n
+// keys from `slot` of the block at `base` (BlockBase), the run's first key being the
+// tile's i-th.
+template <class F>
+HWY_INLINE void ForEachBlockRun(const Item& it, int t0, int nt, F&& f) {
+    const int bs = it.kv->block_size;
+    for (int t = t0; t < t0 + nt;) {
+        const int slot = t % bs, n = std::min(bs - slot, t0 + nt - t);
+        f(BlockBase(it, t), slot, n, t - t0);
+        t += n;
+    }
+}
+
 // Keys [t0, t0 + nt) of one KV head into s.kt (transposed, as the pool keeps K) and s.v.
 template <class D>
 HWY_INLINE void GatherTile(D df, const Item& it, int t0, int nt, int hdp, Scratch& s) {
@@ -133,19 +146,16 @@ HWY_INLINE void GatherTile(D df, const Item& it, int t0, int nt, int hdp, Scratc
     for (int c = 0; c * N < nt; ++c) s.kc[c] = s.kt.data() + size_t(c * N);
     s.ks = kKeyTile;
     for (int t = 0; t < nt; ++t) s.vr[t] = s.v.data() + size_t(t) * size_t(hdp);
-    for (int t = t0; t < t0 + nt;) {
-        const int slot = t % bs, n = std::min(bs - slot, t0 + nt - t);
-        const size_t base = BlockBase(it, t);
+    ForEachBlockRun(it, t0, nt, [&](size_t base, int slot, int n, int i) {
         for (int d = 0; d < hd; ++d) {
             Widen(df, kv.k, kv.dtype, base + size_t(d) * size_t(bs) + size_t(slot), n,
-                  s.kt.data() + size_t(d) * kKeyTile + size_t(t - t0));
+                  s.kt.data() + size_t(d) * kKeyTile + size_t(i));
         }
         for (int j = 0; j < n; ++j) {
             Widen(df, kv.v, kv.dtype, base + size_t(slot + j) * size_t(hd), hd,
-                  s.v.data() + size_t(t - t0 + j) * size_t(hdp));
+                  s.v.data() + size_t(i + j) * size_t(hdp));
         }
-        t += n;
-    }
+    });
 }
 
 // The tile read in place: an f32 pool whose blocks hold whole chunks of N keys (block size a
@@ -176,15 +186,12 @@ HWY_INLINE void GatherTileBf16(const Item& it, int t0, int nt, Scratch& s) {
     const int bs = kv.block_size, hd = kv.head_dim;
     const auto* k = static_cast<const uint16_t*>(kv.k);
     const auto* v = static_cast<const uint16_t*>(kv.v);
-    for (int t = t0; t < t0 + nt;) {  // a run of keys in one block at a time
-        const int slot = t % bs, n = std::min(bs - slot, t0 + nt - t);
-        const size_t base = BlockBase(it, t);
+    ForEachBlockRun(it, t0, nt, [&](size_t base, int slot, int n, int i) {
         for (int j = 0; j < n; ++j) {
-            s.kb[t - t0 + j] = k + base + size_t(slot + j);
-            s.vb[t - t0 + j] = v + base + size_t(slot + j) * size_t(hd);
+            s.kb[i + j] = k + base + size_t(slot + j);
+            s.vb[i + j] = v + base + size_t(slot + j) * size_t(hd);
         }
-        t += n;
-    }
+    });
     attn_bf16::gather_k(s.kb, size_t(bs), nt, hd, s.kp.data());
     attn_bf16::gather_v(s.vb, nt, hd, s.vp.data());
 }
