@@ -7,14 +7,13 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/units.h"  // parse_memory, for the flags
 #include "tokenizer/vocab.h"
 
 namespace pagoda::app {
 
 // The model used when -m is not given.
 std::string default_model_path();
-// "256MiB", "2G", "1073741824", or a fraction of physical RAM like "0.25".
-Result<int64_t> parse_memory(const std::string& s);
 // "90" or "90s", "500ms", "5m", "24h", "1d": a duration in milliseconds (>= 0).
 Result<int64_t> parse_duration_ms(const std::string& s);
 // Prints "error: <message>" on one line to stderr and returns exit code 1.

@@ -96,31 +96,48 @@ bool pool_ready(const router::Router& r, const std::string& pool) {
 }
 
 // Pre-warms asked for by the schedule: the pool's replicas start at once; when the router
-// sees them all ready, each is asked for a full warmup (checked from the main loop).
+// sees them all ready, a thread asks each for a full warmup and checks that each reaches
+// level full (Router::prewarm_pool, audited with its outcome). status() is the last outcome
+// per pool, for /admin/fleet and `fleet status`.
 class Prewarms {
   public:
     Prewarms(Supervisor& sup, router::Router& r) : sup_(sup), r_(r) {}
+    ~Prewarms() {
+        for (auto& t : threads_) t.join();
+    }
     void ask(const std::string& pool) {
         sup_.want_pool(pool);
         std::lock_guard lock(mu_);
         asked_[pool] = now_s();
+        last_[pool] = {{"outcome", "starting"}};
     }
     void step() {
         std::lock_guard lock(mu_);
         for (auto it = asked_.begin(); it != asked_.end();) {
             if (pool_ready(r_, it->first)) {
-                const int n = r_.post_to_pool(it->first, "/admin/warmup", R"({"level":"full"})");
-                r_.audit("fleet_prewarmed", {{"pool", it->first},
-                                             {"replicas_warmed", n},
-                                             {"seconds", now_s() - it->second}});
+                last_[it->first] = {{"outcome", "warming"}};
+                threads_.emplace_back([this, pool = it->first] {
+                    json d = r_.prewarm_pool(pool);
+                    std::lock_guard lock(mu_);
+                    last_[pool] = std::move(d);
+                });
                 it = asked_.erase(it);
             } else if (now_s() - it->second > 300) {
-                log_error("fleet_prewarm pool={}: not ready after 300 s", it->first);
+                const json d = {{"pool", it->first},
+                                {"outcome", "failed"},
+                                {"reason", "the pool's replicas were not ready after 300 s"}};
+                log_warn("fleet_prewarm_failed detail={}", d.dump());
+                r_.audit("pool_prewarmed", d);
+                last_[it->first] = d;
                 it = asked_.erase(it);
             } else {
                 ++it;
             }
         }
+    }
+    json status() {
+        std::lock_guard lock(mu_);
+        return last_;
     }
 
   private:
@@ -128,6 +145,8 @@ class Prewarms {
     router::Router& r_;
     std::mutex mu_;
     std::map<std::string, double> asked_;  // pool -> when (steady seconds)
+    std::map<std::string, json> last_;     // pool -> the last pre-warm's outcome
+    std::vector<std::thread> threads_;
 };
 
 // Supervises until SIGTERM or SIGINT.
@@ -155,9 +174,11 @@ int run_up(const FleetFlags& fl) {
     const std::string dir = state_dir_of(*f);
     std::error_code ec;
     std::filesystem::create_directories(dir + "/fleet-" + f->name, ec);
+    auto audit = audit_hooks(dir);  // takes the state directory's lock
+    if (!audit) return fail(audit.error());
     std::ofstream(pid_path(*f)) << getpid() << "\n";
-    router::RouterHooks hooks = audit_hooks(dir);
-    Supervisor sup(*f, dir + "/fleet-" + f->name, hooks.audit);
+    router::RouterHooks hooks = std::move(*audit);
+    Supervisor sup(*f, dir + "/fleet-" + f->name, dir, hooks.audit);
     sup.start();
     auto r = router::Router::start(f->router, hooks);
     if (!r) {
@@ -171,8 +192,9 @@ int run_up(const FleetFlags& fl) {
     extra.on_verdict = [url](const json& v) { store_verdict(v, url); };
     auto ctl = traffic_controller(fl.clock, f->router, **r, std::move(extra));
     if (!ctl) return fail(ctl.error());
-    (*r)->add_admin_route("/admin/fleet", [&sup](const std::string&, const json&) {
-        return std::pair<int, json>{200, {{"replicas", sup.status()}}};
+    (*r)->add_admin_route("/admin/fleet", [&sup, &warms](const std::string&, const json&) {
+        return std::pair<int, json>{200,
+                                    {{"replicas", sup.status()}, {"prewarms", warms.status()}}};
     });
     (*ctl)->start();
     log_info("fleet_up name={} router={} replicas={} state={}", f->name, url, sup.status().size(),

@@ -74,13 +74,11 @@ Result<router::RouterConfig> router_config(const RouterFlags& f) {
 }  // namespace
 
 // The audit hook: every automatic action of the router, in the state db.
-router::RouterHooks audit_hooks(const std::string& state_dir) {
-    auto db = control::StateDb::open(state_dir.empty() ? control::default_state_dir() : state_dir);
-    if (!db) {
-        log_warn("router_audit error=\"{}\" (actions are logged only)", db.error().message);
-        return {};
-    }
-    auto shared = std::shared_ptr<control::StateDb>(std::move(*db));
+Result<router::RouterHooks> audit_hooks(const std::string& state_dir) {
+    PAGODA_ASSIGN_OR_RETURN(
+        auto db, control::StateDb::open(state_dir.empty() ? control::default_state_dir() + "/router"
+                                                          : state_dir));
+    auto shared = std::shared_ptr<control::StateDb>(std::move(db));
     auto mu = std::make_shared<std::mutex>();
     router::RouterHooks h;
     h.audit = [shared, mu](const std::string& kind, const nlohmann::json& detail) {
@@ -90,6 +88,10 @@ router::RouterHooks audit_hooks(const std::string& state_dir) {
                                 .count();
         auto s = shared->record_event(kind, detail, now);
         if (!s) log_warn("router_audit error=\"{}\"", s.error().message);
+    };
+    h.events = [shared, mu](const std::string& kind, int limit) {
+        std::lock_guard lock(*mu);
+        return shared->events(kind, limit);
     };
     return h;
 }
@@ -128,7 +130,9 @@ int run_router(const RouterFlags& f) {
                     cfg->schedule.size());
         return 0;
     }
-    auto r = router::Router::start(*cfg, audit_hooks(cfg->state_dir));
+    auto hooks = audit_hooks(cfg->state_dir);
+    if (!hooks) return fail(hooks.error());
+    auto r = router::Router::start(*cfg, std::move(*hooks));
     if (!r) return fail(r.error());
     auto ctl = traffic_controller(f.clock, *cfg, **r);
     if (!ctl) return fail(ctl.error());
@@ -172,8 +176,8 @@ void add_router(CLI::App& app, std::function<int()>& action) {
     c->add_option("--admin-api-key", f->admin_keys,
                   "Key for /admin/* (without one, admin answers on loopback only)");
     c->add_option("--state-dir", f->state_dir,
-                  "Directory of the state db that records the audit log (default "
-                  "$XDG_STATE_HOME/pagoda)");
+                  "Directory of the state db that records the audit log (GET /admin/events); "
+                  "one process a directory (default $XDG_STATE_HOME/pagoda/router)");
     c->add_option("--session-header", f->session_header,
                   "Requests with the same value of this header go to the same backend "
                   "(default x-session-id)");

@@ -175,7 +175,8 @@ Result<server::ServerConfig> server_config(const ServeFlags& f,
 Result<std::unique_ptr<control::Alerting>> make_alerting(const ServeFlags& f, engine::Engine& eng,
                                                          control::ControlPlane& plane,
                                                          const std::string& state_dir,
-                                                         std::atomic<server::OpenAiServer*>& api) {
+                                                         std::atomic<server::OpenAiServer*>& api,
+                                                         const std::atomic<int>& port) {
     PAGODA_ASSIGN_OR_RETURN(
         auto opts, alerting_options(f.alerts, state_dir, fmt::format("{}:{}", f.host, f.port)));
     control::AlertingWiring w;
@@ -191,6 +192,9 @@ Result<std::unique_ptr<control::Alerting>> make_alerting(const ServeFlags& f, en
         if (server::OpenAiServer* a = api.load()) a->set_shedding(on);
     };
     w.automation = [&plane] { return plane.automation(); };
+    w.is_instance = [host = f.host, &port](const std::string& instance) {
+        return names_this_replica(instance, host, port.load());
+    };
     return control::Alerting::create(eng, plane.config(), std::move(opts), std::move(w));
 }
 
@@ -281,9 +285,14 @@ int run_serve(const ServeFlags& f) {
              sc.tool_parser ? "" : " (from the chat template)");
     auto plane = control::ControlPlane::open(**eng, *ctl);
     if (!plane.ok()) return fail(plane.error());
+    (*plane)->set_full_warmup([e = eng->get(), mm = m->get()]() -> Result<std::string> {
+        std::string w = warmup(*e, *mm, true);
+        return w + (e->prefault_kv() ? "; KV pool faulted in" : "; KV pool fault-in unsupported");
+    });
     // The alerting reads the server's own /metrics: bound once the server exists.
     std::atomic<server::OpenAiServer*> api_ptr{nullptr};
-    auto alerting = make_alerting(f, **eng, **plane, ctl->config.state_dir, api_ptr);
+    std::atomic<int> bound_port{f.port};  // the listening port, once known (--port 0)
+    auto alerting = make_alerting(f, **eng, **plane, ctl->config.state_dir, api_ptr, bound_port);
     if (!alerting.ok()) return fail(alerting.error());
     std::shared_ptr<ControlAdmin> admin =
         make_config_admin(std::move(plane).value(), std::move(alerting).value());
@@ -302,6 +311,7 @@ int run_serve(const ServeFlags& f) {
     auto srv = http::Server::start(so, [&api](const http::Request& r) { return api.handle(r); });
     if (srv.ok()) server_ptr.store(srv->get());
     if (!srv.ok()) return fail(srv.error());
+    bound_port.store((*srv)->port());
     log_info("listening url=http://{}:{} model={} threads={} simd={} state=warming_up", f.host,
              (*srv)->port(), sc.served_model_name, kernels::cpu::num_threads(),
              kernels::cpu::simd_target_name());

@@ -78,12 +78,16 @@ class Admin : public ControlAdmin {
         r.base_version = base;
         r.reason = reason;
         auto v = m_->change(r);
+        audit_manual("config_change", {{"patch", patch}, {"reason", reason}}, v);
         if (!v.ok()) return failure(v.error(), m_->current());
         return {200, v->to_json()};
     }
 
     AdminReply rollback(std::optional<int64_t> to, const std::string& reason) override {
         auto v = m_->rollback(to, reason);
+        audit_manual(
+            "config_rollback",
+            {{"to", to ? nlohmann::json(*to) : nlohmann::json(nullptr)}, {"reason", reason}}, v);
         if (!v.ok()) return failure(v.error(), m_->current());
         return {200, v->to_json()};
     }
@@ -153,7 +157,7 @@ class Admin : public ControlAdmin {
             if (!post->is_object() || level == post->end() || !level->is_string()) {
                 return failure(Error{ErrorCode::kInvalidArgument,
                                      "body must be {\"level\": \"off\" | \"low\" | \"medium\" | "
-                                     "\"high\", \"duration\": \"60s\"}"},
+                                     "\"high\" | \"full\", \"duration\": \"60s\"}"},
                                m_->current());
             }
             auto l = control::parse_warm_level(level->get<std::string>());
@@ -163,6 +167,8 @@ class Admin : public ControlAdmin {
             if (Status st = cp_->set_warm_level(*l, *d, control::unix_ms_now()); !st.ok()) {
                 return failure(st.error(), m_->current());
             }
+            // Full runs on a thread of its own: accepted now, GET /admin/warmup says when done.
+            if (*l == control::WarmLevel::kFull) return {202, cp_->warmup_report()};
         }
         return {200, cp_->warmup_report()};
     }
@@ -206,6 +212,19 @@ class Admin : public ControlAdmin {
     }
 
   private:
+    // A person's change through the admin API (PUT /admin/config, rollback), in the audit
+    // log with its outcome, as every automatic action is.
+    void audit_manual(const std::string& kind, nlohmann::json d,
+                      const Result<control::ConfigVersion>& v) {
+        d["outcome"] = v.ok() ? "ok" : "refused";
+        if (v.ok()) d["version"] = v->id;
+        if (!v.ok()) d["error"] = v.error().message;
+        const int64_t now = control::unix_ms_now();
+        Status st =
+            m_->with_db([&](control::StateDb& db) { return db.record_event(kind, d, now); });
+        if (!st.ok()) log_warn("audit_log_failed kind={} error=\"{}\"", kind, st.error().message);
+    }
+
     void tick_loop() {
         std::unique_lock<std::mutex> lock(mu_);
         while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -14,8 +15,11 @@
 
 namespace pagoda::app {
 
-Supervisor::Supervisor(const FleetFile& f, std::string log_dir, Audit audit)
-    : f_(f), log_dir_(std::move(log_dir)), audit_(std::move(audit)) {
+Supervisor::Supervisor(const FleetFile& f, std::string log_dir, std::string state_root, Audit audit)
+    : f_(f),
+      log_dir_(std::move(log_dir)),
+      state_root_(std::move(state_root)),
+      audit_(std::move(audit)) {
     for (const auto& p : f.router.pools) {
         if (p.profile.empty()) continue;
         for (const auto& url : p.backends) {
@@ -40,6 +44,18 @@ void Supervisor::spawn(Replica& r) {
                                      "127.0.0.1", "--port", std::to_string(r.port)};
     const auto& prof = f_.profiles.at(r.profile).args;
     args.insert(args.end(), prof.begin(), prof.end());
+    auto names = [&prof](const char* flag) {
+        return std::any_of(prof.begin(), prof.end(), [flag](const std::string& a) {
+            return a == flag || a.starts_with(std::string(flag) + "=");
+        });
+    };
+    if (!names("--state-dir")) {
+        args.insert(args.end(),
+                    {"--state-dir", fmt::format("{}/replicas/{}-{}", state_root_, r.pool, r.port)});
+    }
+    if (!names("--weight-cache-dir") && !names("--no-weight-cache")) {
+        args.insert(args.end(), {"--weight-cache-dir", state_root_ + "/weight-cache"});
+    }
     const std::string log = fmt::format("{}/{}-{}.log", log_dir_, r.pool, r.port);
     const pid_t pid = fork();
     if (pid == 0) {

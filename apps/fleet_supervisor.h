@@ -19,7 +19,10 @@ namespace pagoda::app {
 class Supervisor {
   public:
     using Audit = std::function<void(const std::string& kind, const nlohmann::json& detail)>;
-    Supervisor(const FleetFile& f, std::string log_dir, Audit audit);
+    // Logs go to `log_dir`; each replica's control state to <state_root>/replicas/
+    // <pool>-<port> (its own pagoda.db) and the packed weights to <state_root>/weight-cache
+    // (shared: keyed and written atomically), unless its profile names them.
+    Supervisor(const FleetFile& f, std::string log_dir, std::string state_root, Audit audit);
     // Starts the replicas of pools that start with the fleet.
     void start();
     // One pass: reaps exited children, schedules restarts, starts what is due. Main thread.
@@ -45,7 +48,7 @@ class Supervisor {
     double now_s() const;
 
     const FleetFile& f_;
-    const std::string log_dir_;
+    const std::string log_dir_, state_root_;
     Audit audit_;
     mutable std::mutex mu_;
     std::vector<Replica> replicas_;

@@ -18,7 +18,7 @@ struct ClockFlags {
 };
 
 // Every automatic action of the router, recorded in the state db's audit log.
-router::RouterHooks audit_hooks(const std::string& state_dir);
+Result<router::RouterHooks> audit_hooks(const std::string& state_dir);
 Result<std::unique_ptr<router::TrafficController>> traffic_controller(
     const ClockFlags& f, const router::RouterConfig& cfg, router::Router& r,
     router::ControllerOptions extra = {});

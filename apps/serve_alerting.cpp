@@ -1,6 +1,10 @@
 #include "apps/serve_alerting.h"
 
+#include <arpa/inet.h>
 #include <fmt/core.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
@@ -8,6 +12,50 @@
 #include "kernels/cpu/ops.h"
 
 namespace pagoda::app {
+
+namespace {
+
+bool is_loopback_name(const std::string& h) {
+    return h == "localhost" || h == "::1" || h.starts_with("127.");
+}
+
+bool is_local_address(const std::string& h) {
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return false;
+    bool found = false;
+    for (ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
+        if (a->ifa_addr == nullptr) continue;
+        char buf[INET6_ADDRSTRLEN] = {};
+        const int fam = a->ifa_addr->sa_family;
+        if (fam == AF_INET) {
+            inet_ntop(fam, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
+        } else if (fam == AF_INET6) {
+            inet_ntop(fam, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, buf,
+                      sizeof buf);
+        }
+        found = buf[0] != '\0' && h == buf;
+    }
+    freeifaddrs(list);
+    return found;
+}
+
+}  // namespace
+
+bool names_this_replica(const std::string& instance, const std::string& host, int port) {
+    const size_t colon = instance.rfind(':');
+    if (colon == std::string::npos || instance.substr(colon + 1) != std::to_string(port)) {
+        return false;
+    }
+    std::string h = instance.substr(0, colon);
+    if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+    if (h == host) return true;
+    const bool everywhere = host == "0.0.0.0" || host == "::" || host.empty();
+    if (is_loopback_name(h)) return everywhere || is_loopback_name(host);
+    if (!everywhere) return false;
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) == 0 && h == name) return true;
+    return is_local_address(h);
+}
 
 void add_alert_flags(CLI::App* c, AlertFlags& f) {
     const char* g = "Monitoring and alerts";
@@ -60,6 +108,18 @@ Result<control::AlertingOptions> alerting_options(const AlertFlags& f, const std
     o.hook_critical = f.hook_critical;
     o.hook_severe = f.hook_severe;
     o.hook_redeploy = f.hook_redeploy;
+    // A URL hook must be one the hook runner can call: refused now, not when the alert fires.
+    for (const auto& [flag, hook] : {std::pair{"--hook-critical", &f.hook_critical},
+                                     std::pair{"--hook-severe", &f.hook_severe},
+                                     std::pair{"--hook-redeploy", &f.hook_redeploy}}) {
+        if (hook->rfind("https://", 0) == 0) {
+            return make_error(ErrorCode::kInvalidArgument,
+                              "{}: '{}': https is not supported; give an http:// URL (a local "
+                              "relay such as a sidecar proxy for TLS) or a shell command, e.g. "
+                              "curl -sf -d @- https://...",
+                              flag, *hook);
+        }
+    }
     auto t = control::parse_duration_ms(f.hook_timeout);
     if (!t.ok()) return Error{t.error().code, "--hook-timeout: " + t.error().message};
     if (*t < 100 || *t > 600'000) {

@@ -185,7 +185,7 @@ am() {  # STATUS: Alertmanager's payload for ExternalCritical
  "commonAnnotations": {"summary": "p99 over budget (from Prometheus)"},
  "externalURL": "http://alertmanager:9093",
  "alerts": [{"status": "$1", "labels": {"alertname": "ExternalCritical", "severity": "critical",
-   "instance": "replica-1"}, "annotations": {"summary": "p99 over budget (from Prometheus)"},
+   "instance": "127.0.0.1:$PORT"}, "annotations": {"summary": "p99 over budget (from Prometheus)"},
    "startsAt": "2026-12-04T01:00:00.000Z", "endsAt": "0001-01-01T00:00:00Z",
    "generatorURL": "http://prometheus:9090/graph?g0.expr=up", "fingerprint": "c6a1d2e3f4a5b6c7"}]}
 JSON

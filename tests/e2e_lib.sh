@@ -1,7 +1,8 @@
 # Shared helpers of the end-to-end shell tests; source it after setting BIN and SRC.
 # Gives TMP (removed at exit unless KEEP_TMP is set), ok/bad/expect_eq/expect_in with
 # pass/fail counters, and start_server LOG [FLAGS...]: `pagoda serve` on the bundled model
-# at an ephemeral port, waiting for /ready; sets PORT and SPID. Servers die at exit.
+# at an ephemeral port, waiting for /ready; sets PORT and SPID (its own state directory when
+# another running server holds the default one). Servers die at exit.
 # jq_ EXPR evaluates a Python expression over the JSON on stdin as `d` (json, sys and time
 # imported); URL PATH is the started server's address of PATH.
 MODEL=${MODEL:-$SRC/models/stories260K.gguf}
@@ -26,7 +27,13 @@ expect_in() { if grep -q -- "$2" "$3"; then ok "$1"; else bad "$1" "missing: $2"
 start_server() {
     local log=$1
     shift
-    "$BIN" serve -m "$MODEL" --port 0 "$@" 2>"$log" &
+    # A state directory belongs to one process: a server started while another holds the
+    # default one (and given none) gets a fresh one.
+    local lock="$XDG_STATE_HOME/pagoda/pagoda.lock" own=()
+    if [[ " $* " != *" --state-dir "* ]] && [ -f "$lock" ] && ! flock -n "$lock" true; then
+        own=(--state-dir "$(mktemp -d "$TMP/state-XXXX")")
+    fi
+    "$BIN" serve -m "$MODEL" --port 0 "${own[@]}" "$@" 2>"$log" &
     SPID=$!
     PIDS+=("$SPID")
     PORT=""

@@ -43,7 +43,7 @@ $3
 
 [router]
 port = $RPORT
-breaker_window_s = 3
+breaker_window_s = ${BREAKER_WINDOW:-3}
 breaker_min_samples = ${MIN_SAMPLES:-10}
 breaker_rollback_windows = 2
 canary_min_samples = 30
@@ -135,7 +135,8 @@ switch_run() {
     fleet_up "$name" --schedule-clock-scale 120 --schedule-clock-start 19:29 || return
     bench "$3" 36s "$TMP/$name.json"
     expect_eq "$name: every request under load succeeded" "$(jq_ '(d["requests"]["sent"] > 100, d["requests"]["failed"])' <"$TMP/$name.json")" "(True, 0)"
-    expect_eq "$name: pre-warm, 10%, 100% in order, audited" "$(events "$name" '[(k, d.get("percent")) for k, d in ev if k in ("schedule_prewarm", "rollout_step", "fleet_prewarmed")]')" "[('schedule_prewarm', None), ('fleet_prewarmed', None), ('rollout_step', 10.0), ('rollout_step', 100.0)]"
+    expect_eq "$name: pre-warm, 10%, 100% in order, audited" "$(events "$name" '[(k, d.get("percent")) for k, d in ev if k in ("schedule_prewarm", "rollout_step", "pool_prewarmed")]')" "[('schedule_prewarm', None), ('pool_prewarmed', None), ('rollout_step', 10.0), ('rollout_step', 100.0)]"
+    expect_eq "$name: the pre-warm checked its effect: every night replica at level full" "$(events "$name" '[(d["outcome"], d["warmed"], d["replicas"]) for k, d in ev if k == "pool_prewarmed"]')" "[('ok', 1, 1)]"
     expect_eq "$name: each at its scheduled time (router clock, +-2 s)" "$(events "$name" '[abs(d["at_s"] - t) < 2 for (k, d), t in zip([e for e in ev if e[0] == "rollout_step"], (15.5, 30.5))]')" "[True, True]"
     expect_eq "$name: the night pool served the last part" "$(curl -s "http://127.0.0.1:$RPORT/metrics" | grep '^pagoda_router_requests_total{pool="night"' | awk '{s += $2} END {print (s > 50)}')" "1"
     if [ "$name" == sim-switch ]; then  # a crashed replica is restarted, audited
@@ -162,7 +163,8 @@ expect_eq "the day pool serves meanwhile" "$(curl -s -o /dev/null -w '%{http_cod
 fleet_down failing
 
 # 4. The breaker: the night profile made twice as slow; 10% at +0.5 s, 100% due at +15.5 s.
-fleet_file breaker "" "sim-speed = 0.5" '"20:00 shift night 10%", "20:30 shift night 100%"'
+# The breaker's window is on the schedule clock: 360 s at 120x is 3 s of real traffic.
+BREAKER_WINDOW=360 fleet_file breaker "" "sim-speed = 0.5" '"20:00 shift night 10%", "20:30 shift night 100%"'
 sed -i 's/^start = "prewarm"$/start = "up"/' "$TMP/breaker.toml"
 fleet_up breaker --schedule-clock-scale 120 --schedule-clock-start 19:59
 for _ in $(seq 100); do

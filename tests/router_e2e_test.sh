@@ -15,7 +15,8 @@ SRC=$2
 start_router() {  # LOG ARGS...: sets RPORT
     local log=$1
     shift
-    "$BIN" router --port 0 "$@" 2>"$log" &
+    # Each router its own state directory (its audit log): one process a directory.
+    "$BIN" router --port 0 --state-dir "$TMP/router-$(basename "$log" .log)" "$@" 2>"$log" &
     PIDS+=("$!")
     RPID=$!
     RPORT=""
@@ -63,6 +64,8 @@ expect_eq "GET /admin/pools: roles and health" "$(curl -s "$(R /admin/pools)" | 
 curl -s "$(R /metrics)" >"$TMP/metrics.txt"
 expect_in "per-backend TTFT histogram" 'pagoda_router_time_to_first_token_seconds_bucket{pool="primary",backend=' "$TMP/metrics.txt"
 expect_in "traffic weight gauge" 'pagoda_router_traffic_weight{pool="primary"} 100' "$TMP/metrics.txt"
+expect_in "retries exported before the first one" 'pagoda_router_retries_total{pool="primary",backend=""} 0' "$TMP/metrics.txt"
+expect_in "failed requests exported before the first one" 'pagoda_router_failed_requests_total{reason="stream_broken"} 0' "$TMP/metrics.txt"
 if command -v promtool >/dev/null; then
     promtool check metrics <"$TMP/metrics.txt" >"$TMP/promtool.out" 2>&1 && ok "promtool passes the router's /metrics" || bad "promtool" "$(head -5 "$TMP/promtool.out")"
 fi
@@ -74,7 +77,8 @@ else
     bad "failover" "$(tail -15 "$TMP/failover.out")"
 fi
 
-expect_eq "streams were resumed on the other replica" "$(test "$(metric 'pagoda_router_resumptions_total{pool="primary"}')" -gt 0 && echo yes)" "yes"
+expect_eq "the router's audit log over HTTP: replica A's ejection" "$(curl -s "$(R '/admin/events?kind=router_ejection')" | jq_ 'sorted(set(e["detail"]["backend"] for e in d["events"]))')" "['http://127.0.0.1:$A']"
+expect_eq "streams were resumed on the other replica (counted on the replica that failed)" "$(test "$(metric "pagoda_router_resumptions_total{pool=\"primary\",backend=\"http://127.0.0.1:$A\"}")" -gt 0 && echo yes)" "yes"
 a_down() { [ "$(pools '[b["up"] for b in d["pools"][0]["backends"]]')" == "[False, True]" ]; }
 until_true 15 a_down
 expect_eq "the dead replica is marked down" "$(curl -s "$(R /admin/pools)" | jq_ '[b["up"] for b in d["pools"][0]["backends"]]')" "[False, True]"
@@ -103,7 +107,7 @@ until_true 15 c_down
 before_d=$(metric 'pagoda_router_requests_total{pool="dr"')
 codes=$(for i in $(seq 4); do curl -s -o /dev/null -w '%{http_code} ' "$(R /v1/completions)" -d '{"prompt":"Hello","max_tokens":4}'; done)
 expect_eq "primary shedding or dead and standby dead: DR serves" "$codes/$(( $(metric 'pagoda_router_requests_total{pool="dr"') - before_d ))" "200 200 200 200 /4"
-db="$XDG_STATE_HOME/pagoda/pagoda.db"
+db="$TMP/router-r/pagoda.db"
 expect_eq "ejection and DR switches are in the audit log" "$(python3 -c '
 import sqlite3,sys
 kinds=[r[0] for r in sqlite3.connect(sys.argv[1]).execute("select kind from events")]
@@ -214,7 +218,7 @@ expect_eq "an API key is required" "$(curl -s -o /dev/null -w '%{http_code}' "$(
 expect_eq "and accepted" "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer sesame' "$(R /v1/completions)" -d '{"prompt":"Hi","max_tokens":2}')" "200"
 
 # A pool with no healthy backend: /ready says so, requests get a 503 that says why.
-"$BIN" router --port 0 --backend http://127.0.0.1:1 2>"$TMP/r7.log" &
+"$BIN" router --port 0 --state-dir "$TMP/router-r7" --backend http://127.0.0.1:1 2>"$TMP/r7.log" &
 PIDS+=("$!")
 for _ in $(seq 100); do
     RPORT=$(grep -o 'router_listening url=http://127.0.0.1:[0-9]*' "$TMP/r7.log" | head -1 | sed 's/.*://')

@@ -30,7 +30,7 @@ expect_in "--warmup full faults in the KV pool" "KV pool faulted in" "$TMP/full.
 # the next one maps it; --no-weight-cache does neither.
 start_server "$TMP/wc1.log" --warmup off --state-dir "$TMP/wc" || exit 1
 expect_in "the first start writes the weight cache" "weight_cache=writing path=$TMP/wc/weight-cache/stories260K.gguf." "$TMP/wc1.log"
-start_server "$TMP/wc2.log" --warmup off --state-dir "$TMP/wc" || exit 1
+start_server "$TMP/wc2.log" --warmup off --state-dir "$TMP/wc2" --weight-cache-dir "$TMP/wc/weight-cache" || exit 1
 expect_in "the next start maps it" "weight_cache=hit path=$TMP/wc/weight-cache/stories260K.gguf." "$TMP/wc2.log"
 start_server "$TMP/nocache.log" --warmup off --no-weight-cache || exit 1
 expect_in "--no-weight-cache packs" "weight_cache=off" "$TMP/nocache.log"
@@ -38,7 +38,7 @@ expect_in "--no-weight-cache packs" "weight_cache=off" "$TMP/nocache.log"
 start_server "$TMP/s.log" --max-num-seqs 2 --warm-seconds-per-request 0.05 || exit 1
 expect_eq "cold at start" "$(metric pagoda_warm_level)" "0"
 expect_eq "a bad level is a 400" "$(req POST /admin/warmup '{"level": "warm"}')" "400"
-expect_in "naming the levels" "off, low, medium, high" "$TMP/body"
+expect_in "naming the levels" "off, low, medium, high, full" "$TMP/body"
 expect_eq "a manual level" "$(req POST /admin/warmup '{"level": "low", "duration": "4s"}'; jq_ 'd["level"]' <"$TMP/body")" "200low"
 # Idle, the engine spins once per wake-up, each spin bounded by low's 100 ms: once per 1 s
 # wait, and once after each request that wakes it (the four reads below). A 2.5 s window
@@ -70,6 +70,16 @@ for _ in $(seq 150); do python3 -c "import sys; sys.exit(float('$(passes complet
 expect_eq "high runs warm passes while idle" "$(python3 -c "print(float('$(passes completed)') >= 3)")" "True"
 expect_eq "a request among the passes gets the same greedy text" "$(complete)" "$golden"
 expect_eq "back to off" "$(req POST /admin/warmup '{"level": "off"}')" "200"
+# Level full (the fleet's pre-warm): accepted at once, the full warmup (kernels of every
+# batch bucket, engine rounds, the KV pool faulted in) on its own thread, then level full;
+# the outcome is audited and counted.
+expect_eq "full is accepted (202)" "$(req POST /admin/warmup '{"level": "full", "duration": "30s"}')" "202"
+for _ in $(seq 100); do [ "$(req GET /admin/warmup >/dev/null; jq_ 'd["full_warmup"]["state"]' <"$TMP/body")" == done ] && break; sleep 0.1; done
+expect_eq "then reports level full, its warmup done" "$(req GET /admin/warmup >/dev/null; jq_ '(d["level"], d["full_warmup"]["state"], "KV pool faulted in" in d["full_warmup"]["detail"])' <"$TMP/body")" "('full', 'done', True)"
+expect_eq "pagoda_warm_level 4, one full warmup ok" "$(metric pagoda_warm_level),$(curl -s "$(URL /metrics)" | grep '^pagoda_warmup_full_total{.*outcome="ok"' | awk '{print $2}')" "4,1"
+expect_eq "audited with its outcome" "$(req GET '/admin/audit?kind=warm_full' >/dev/null; jq_ '[e["detail"]["outcome"] for e in d["events"]]' <"$TMP/body")" "['ok', 'started']"
+expect_eq "a request at level full gets the same greedy text" "$(complete)" "$golden"
+req POST /admin/warmup '{"level": "off"}' >/dev/null
 # The burst preset (50 -> 300 -> 50 requests/s, scaled by 0.3 and stretched to 12 s) against
 # two sequences at a time: the queue passes 5 within the second phase.
 "$BIN" bench --url "$(URL "")" --preset burst --scale 0.3 --duration 12s --no-progress \

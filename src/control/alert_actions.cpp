@@ -144,14 +144,19 @@ ActionWorker::ActionWorker(size_t capacity) : capacity_(capacity) {
     thread_ = std::thread([this] { loop(); });
 }
 
-ActionWorker::~ActionWorker() {
+ActionWorker::~ActionWorker() { stop(); }
+
+size_t ActionWorker::stop() {
+    size_t dropped = 0;
     {
         std::lock_guard<std::mutex> lock(mu_);
         stop_ = true;
+        dropped = jobs_.size();
         jobs_.clear();
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
+    return dropped;
 }
 
 bool ActionWorker::submit(std::function<void()> job) {

@@ -36,9 +36,12 @@ HookResult post_json(const std::string& url, const nlohmann::json& payload, int 
 class ActionWorker {
   public:
     explicit ActionWorker(size_t capacity = 256);
-    ~ActionWorker();  // finishes the job in hand, drops the rest
+    ~ActionWorker();  // stop()
     bool submit(std::function<void()> job);
     void wait_idle();  // tests: until the queue is empty and no job runs
+    // Finishes the job in hand and drops the rest; returns how many were dropped (the
+    // owner audits them). Idempotent.
+    size_t stop();
 
   private:
     void loop();

@@ -132,15 +132,21 @@ TEST(RuleExpr, TranslatesToPromQL) {
     auto e = parse_expr(
         "quantile(0.99, ttft_seconds[5m]) > 0.5 and rate(compute_busy_seconds_total[5m]) < 0.6");
     ASSERT_TRUE(e.ok());
+    // Every aggregation keeps instance and pool: an alert is about one replica, never the
+    // fleet's sum.
     EXPECT_EQ(to_promql(**e),
-              "histogram_quantile(0.99, sum by (le) "
+              "histogram_quantile(0.99, sum by (instance, pool, le) "
               "(rate(pagoda_time_to_first_token_seconds_bucket[5m]))) > 0.5 and "
-              "sum(rate(pagoda_compute_busy_seconds_total[5m])) < 0.6");
+              "sum by (instance, pool) (rate(pagoda_compute_busy_seconds_total[5m])) < 0.6");
     auto r = parse_expr("error_ratio[5m] > 0.01");
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(to_promql(**r),
-              "(sum(increase(pagoda_request_errors_total[5m])) / "
-              "sum(increase(pagoda_requests_total[5m]))) > 0.01");
+              "(sum by (instance, pool) (increase(pagoda_request_errors_total[5m])) / "
+              "sum by (instance, pool) (increase(pagoda_requests_total[5m]))) > 0.01");
+    auto m = parse_expr("max(memory_usage_perc[1m]) > 0.9");
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(to_promql(**m),
+              "sum by (instance, pool) (max_over_time(pagoda_memory_usage_perc[1m])) > 0.9");
 }
 
 TEST(AlertRules, DefaultsParseAndFileErrorsNameLineAndKey) {

@@ -49,6 +49,17 @@ Alerting::~Alerting() {
     }
     run_cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+    // Jobs still queued at shutdown are dropped, not lost without a word.
+    const int64_t now = unix_ms_now();
+    for (auto [worker, what] :
+         {std::pair{&hooks_, "hooks"}, std::pair{&notify_, "notifications"}}) {
+        if (const size_t n = worker->stop(); n > 0) {
+            audit("alert_action",
+                  {{"action", what}, {"result", "dropped"}, {"reason", "shutdown"}, {"jobs", n}},
+                  now);
+            log_warn("alert_actions_dropped queue={} jobs={} reason=shutdown", what, n);
+        }
+    }
 }
 
 Status Alerting::install(RuleSet rules) {
@@ -140,7 +151,8 @@ json Alerting::alert_json(const AlertRule& rule, const AlertStatus& s,
             {"labels", labels},
             {"external", s.external},
             {"replica", o_.replica},
-            {"firing_since_ms", s.firing_since_ms}};
+            {"firing_since_ms", s.firing_since_ms},
+            {"mode", automation_name(mode())}};  // dry-run, paused: no action was taken
 }
 
 void Alerting::on_transition(const AlertRule& rule, const Transition& t, int64_t now_ms) {
@@ -156,8 +168,8 @@ void Alerting::on_transition(const AlertRule& rule, const Transition& t, int64_t
              transition_name(t.kind), detail["value"].dump());
     if (t.kind == Transition::Kind::kResolved) {
         knobs_[rule.name].episode_steps = 0;
-        if (rule.has(Action::kWebhook) && mode() == Automation::kOn && !o_.webhook_url.empty()) {
-            send_out(rule, s, "resolved", false, now_ms);
+        if (rule.has(Action::kWebhook) && !o_.webhook_url.empty()) {
+            send_out(rule, s, "resolved", false, now_ms);  // humans hear of it in every mode
         }
         return;
     }
@@ -189,6 +201,10 @@ void Alerting::dispatch(const AlertRule& rule, const AlertStatus& s, int64_t now
             }
             audit("alert_action", d, now_ms);
             count(action_name(a), result);
+        }
+        // The webhook to humans still goes out, marked with the mode (alert_json's "mode").
+        if (rule.has(Action::kWebhook) && !o_.webhook_url.empty()) {
+            send_out(rule, s, "firing", false, now_ms);
         }
         return;
     }
@@ -357,7 +373,7 @@ void Alerting::send_out(const AlertRule& rule, const AlertStatus& s, const std::
     }
     const std::string url = o_.webhook_url;
     const bool webhook = rule.has(Action::kWebhook) && !url.empty();
-    const bool queued = worker_.submit([this, rep = std::move(rep), alert, url, webhook, now_ms,
+    const bool queued = notify_.submit([this, rep = std::move(rep), alert, url, webhook, now_ms,
                                         name = rule.name, dir = o_.reports_dir]() {
         json payload = {{"alert", alert}};
         if (!rep.is_null()) {
@@ -377,10 +393,13 @@ void Alerting::send_out(const AlertRule& rule, const AlertStatus& s, const std::
         }
         if (!webhook) return;
         const json& a = payload["alert"];
-        payload["text"] = fmt::format(
-            "[{}] {} {} on {}: {} (value {})", a["severity"].get<std::string>(),
-            a["rule"].get<std::string>(), a["event"].get<std::string>(),
-            a["replica"].get<std::string>(), a["summary"].get<std::string>(), a["value"].dump());
+        const std::string mode = a.value("mode", "on");
+        payload["text"] =
+            fmt::format("{}[{}] {} {} on {}: {} (value {})",
+                        mode == "on" ? "" : fmt::format("({}: no action taken) ", mode),
+                        a["severity"].get<std::string>(), a["rule"].get<std::string>(),
+                        a["event"].get<std::string>(), a["replica"].get<std::string>(),
+                        a["summary"].get<std::string>(), a["value"].dump());
         const HookResult r = post_json(url, payload, o_.webhook_attempts, o_.hook_timeout_ms);
         audit("alert_action",
               {{"rule", name},
@@ -396,9 +415,10 @@ void Alerting::send_out(const AlertRule& rule, const AlertStatus& s, const std::
               {{"rule", rule.name},
                {"action", report ? "report" : "webhook"},
                {"result", "dropped"},
-               {"reason", "the action queue is full"}},
+               {"reason", "the notification queue is full"}},
               now_ms);
         count(report ? "report" : "webhook", "dropped");
+        log_warn("alert_action_dropped rule={} queue=notifications reason=full", rule.name);
     }
 }
 
@@ -433,8 +453,8 @@ void Alerting::run_hooks(const AlertRule& rule, const AlertStatus& s, int64_t no
             {"PAGODA_ALERT_SUMMARY", rule.summary},
             {"PAGODA_ALERT_HOOK", name},
             {"PAGODA_REPLICA", o_.replica}};
-        const bool queued = worker_.submit([this, cmd = *hook, alert, env, name,
-                                            rule_name = rule.name] {
+        const bool queued = hooks_.submit([this, cmd = *hook, alert, env, name,
+                                           rule_name = rule.name] {
             const HookResult r = run_hook(cmd, alert, env, o_.hook_timeout_ms);
             audit("alert_action",
                   {{"rule", rule_name},
@@ -452,9 +472,11 @@ void Alerting::run_hooks(const AlertRule& rule, const AlertStatus& s, int64_t no
                   {{"rule", rule.name},
                    {"action", name},
                    {"result", "dropped"},
-                   {"reason", "the action queue is full"}},
+                   {"reason", "the hook queue is full"}},
                   now_ms);
             count(name, "dropped");
+            log_warn("alert_action_dropped rule={} hook={} queue=hooks reason=full", rule.name,
+                     name);
         }
     }
 }

@@ -9,10 +9,12 @@
 // - critical: rollback to the last stable config version, "shedding" (/ready 503) until
 //   it resolves, the critical hook;
 // - severe: the disaster-recovery and redeploy hooks.
-// Every firing, resolution and action goes to the audit log first; hooks, webhooks and
-// reports run on one worker thread with bounded time, so nothing blocks serving. The
-// automation mode decides: on acts, dry-run records what it would do, paused records and
-// skips. Alertmanager's webhook (version 4) feeds the same actions. Thread-safe.
+// Every firing, resolution and action goes to the audit log first; hooks run on one worker
+// thread and reports and webhooks on another, each bounded in time and queue, so nothing
+// blocks serving and a slow webhook never delays a hook. The automation mode decides: on
+// acts, dry-run records what it would do, paused records and skips; the webhook to humans
+// goes out in every mode, marked with it. Alertmanager's webhook (version 4) feeds the same
+// actions. Thread-safe.
 
 #include <atomic>
 #include <condition_variable>
@@ -47,6 +49,9 @@ struct AlertingWiring {
     std::function<nlohmann::json(int)> slowest_requests;  // GET /admin/requests/slowest
     std::function<void(bool)> set_shedding;               // /ready and pagoda_replica_state
     std::function<Automation()> automation;               // on | dry-run | paused
+    // Whether an alert's `instance` label ("host:port", as Prometheus names the scrape
+    // target) names this replica; null: every instance does.
+    std::function<bool(const std::string&)> is_instance;
 };
 
 class Alerting {
@@ -61,14 +66,19 @@ class Alerting {
     Status reload();
     nlohmann::json status() const;      // GET /admin/alerts
     nlohmann::json rules_json() const;  // GET /admin/rules
-    // POST /admin/alerts/webhook: Alertmanager's payload (version 4).
+    // POST /admin/alerts/webhook: Alertmanager's payload (version 4). A payload with an
+    // alert whose `instance` label names another replica is refused whole (kConflict, 409)
+    // and audited (`alert_refused`): acting on it would roll back and shed the wrong one.
     Result<nlohmann::json> alertmanager(const nlohmann::json& payload, int64_t now_ms);
     std::string metrics_text(const std::string& model_name) const;
     bool shedding() const { return shedding_.load(); }
     // A critical or severe alert fires. Lock-free: the control plane's tick asks it while
     // holding its own lock, and Alerting asks the control plane for the mode under ours.
     bool critical_firing() const { return critical_firing_.load(); }
-    void wait_idle() { worker_.wait_idle(); }  // tests: hooks and webhooks done
+    void wait_idle() {  // tests: hooks, reports and webhooks done
+        hooks_.wait_idle();
+        notify_.wait_idle();
+    }
 
   private:
     Alerting(engine::Engine& e, ConfigManager& cm, AlertingOptions o, AlertingWiring w)
@@ -118,7 +128,10 @@ class Alerting {
     std::condition_variable run_cv_;
     bool stop_ = false;  // guarded by run_mu_
     std::thread thread_;
-    ActionWorker worker_;  // last: destroyed first, before what its jobs use
+    // Last: destroyed first, before what their jobs use. Hooks (disaster recovery, redeploy)
+    // and notifications (reports, the webhook with its retries) on queues of their own, so a
+    // slow webhook never holds a hook back; a full queue or shutdown drops jobs, audited.
+    ActionWorker hooks_, notify_;
 };
 
 }  // namespace pagoda::control

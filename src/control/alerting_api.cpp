@@ -2,6 +2,7 @@
 // /metrics families, and Alertmanager's webhook payload (version 4).
 #include <fmt/core.h>
 
+#include "base/log.h"
 #include "control/alerting.h"
 #include "metrics/metrics.h"
 
@@ -81,6 +82,28 @@ Result<json> Alerting::alertmanager(const json& payload, int64_t now_ms) {
     if (payload.value("version", "") != "4") return bad("'version' is not \"4\"");
     const auto it = payload.find("alerts");
     if (it == payload.end() || !it->is_array()) return bad("no 'alerts' list");
+    for (const json& a : *it) {
+        if (!a.is_object() || !a.contains("labels") || !a["labels"].is_object()) {
+            return bad("an alert without labels");
+        }
+        const json& labels = a["labels"];
+        const auto inst = labels.find("instance");
+        if (inst == labels.end() || !w_.is_instance) continue;
+        const std::string instance = inst->is_string() ? inst->get<std::string>() : inst->dump();
+        if (w_.is_instance(instance)) continue;
+        const json d = {{"alertname", labels.value("alertname", "")},
+                        {"instance", instance},
+                        {"replica", o_.replica},
+                        {"reason", "the alert names another replica"}};
+        audit("alert_refused", d, now_ms);
+        count("webhook_in", "refused");
+        log_warn("alert_refused detail={}", d.dump());
+        return make_error(ErrorCode::kConflict,
+                          "alert {} names instance '{}', not this replica ({}): send it to that "
+                          "replica, or to the router's POST /admin/alerts/webhook, which "
+                          "dispatches each alert to the replica it names",
+                          labels.value("alertname", ""), instance, o_.replica);
+    }
     json results = json::array();
     std::lock_guard<std::mutex> lock(mu_);
     for (const json& a : *it) {

@@ -131,9 +131,12 @@ Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to, const s
     } else {
         PAGODA_ASSIGN_OR_RETURN(target, store_.last_stable(current_.id));
         if (!target) {
-            return make_error(ErrorCode::kNotFound,
-                              "no stable version to roll back to (a version turns stable after "
-                              "serving --stable-window); name one with {{\"to\": ID}}");
+            return make_error(
+                ErrorCode::kNotFound,
+                "no stable version to roll back to (a version turns stable after "
+                "serving --stable-window); name one: `pagoda config rollback --to ID` "
+                "(POST /admin/config/rollback {{\"to\": ID}}), ids in `pagoda "
+                "config history`");
         }
     }
     const std::string why =

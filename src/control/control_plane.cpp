@@ -79,6 +79,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::open(engine::Engine& engine,
 }
 
 ControlPlane::~ControlPlane() {
+    if (full_thread_.joinable()) full_thread_.join();
     if (Status st = save_stats(unix_ms_now()); !st.ok()) {
         log_warn("context_lengths_save_failed error=\"{}\"", st.error().message);
     }

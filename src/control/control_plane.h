@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "control/block_size_policy.h"
 #include "control/config_manager.h"
@@ -73,6 +74,13 @@ class ControlPlane {
     void note_startup_warmup(double seconds);
     // Warmup is suspended while this returns true (shedding, a critical alert firing).
     void set_warm_suspender(std::function<bool()> fn);
+    // What level `full` runs before it holds (the app's: matmul primitives of every batch
+    // bucket, engine rounds, the KV pool faulted in); returns a description or an error.
+    // set_warm_level(kFull) runs it on a thread of its own (the POST answers at once; GET
+    // /admin/warmup's `full_warmup.state` says running, done or failed), then holds level
+    // full for the duration. The outcome is audited (`warm_full`) and counted
+    // (pagoda_warmup_full_total{outcome}); a failure is logged as a warning.
+    void set_full_warmup(std::function<Result<std::string>()> fn);
     // The predictive tier; null with --no-forecast. GET /admin/forecast reads its report.
     ForecastTier* forecast() { return forecast_.get(); }
 
@@ -96,6 +104,8 @@ class ControlPlane {
     void apply_warmth(bool act, int64_t now_ms);                    // mu_ held
     std::string warm_metrics(const std::string& model_name) const;  // mu_ held
     void record(const std::string& kind, const json& detail, int64_t now_ms);
+    Status start_full_warmup(int64_t duration_ms, int64_t now_ms);  // mu_ held
+    void run_full_warmup(int64_t duration_ms);                      // the full warmup's thread
 
     engine::Engine& engine_;
     std::unique_ptr<ConfigManager> cm_;
@@ -126,6 +136,11 @@ class ControlPlane {
     std::map<std::string, double> warm_seconds_;  // by tier
     std::string warm_tier_ = "dynamic";           // the tier that set the level
     std::unique_ptr<ForecastTier> forecast_;      // its own lock, taken after mu_
+    // The full warmup: its work, thread and last outcome (guarded by mu_).
+    std::function<Result<std::string>()> full_fn_;
+    std::thread full_thread_;
+    json full_status_ = {{"state", "idle"}};
+    std::map<std::string, int64_t> full_outcomes_;  // ok, failed
 };
 
 }  // namespace pagoda::control

@@ -1,7 +1,8 @@
 // The control plane's warmup tiers: the dynamic tier's level from the waiting queue each
 // tick (WarmPolicy), applied as the engine's idle spin; manual levels (POST
 // /admin/warmup); suspension while the replica sheds or a critical alert fires; the
-// pagoda_warm_level and pagoda_warmup_seconds_total{tier} metrics.
+// pagoda_warm_level and pagoda_warmup_seconds_total{tier} metrics; the full warmup (level
+// full: every batch bucket, engine rounds, the KV pool faulted in, then high's spin).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -81,7 +82,73 @@ json ControlPlane::warmup_report() const {
     j["warm_passes_total"] = engine_.warm_passes();
     j["warm_passes_interrupted_total"] = engine_.warm_passes_interrupted();
     j["seconds_by_tier"] = warm_seconds_;
+    j["full_warmup"] = full_status_;
     return j;
+}
+
+void ControlPlane::set_full_warmup(std::function<Result<std::string>()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    full_fn_ = std::move(fn);
+}
+
+Status ControlPlane::start_full_warmup(int64_t duration_ms, int64_t now_ms) {
+    if (!full_fn_) {
+        return make_error(ErrorCode::kUnsupported, "this server has no full warmup to run");
+    }
+    if (full_status_.value("state", "") == "running") {
+        return make_error(ErrorCode::kConflict,
+                          "a full warmup is already running (GET /admin/warmup: full_warmup)");
+    }
+    if (full_thread_.joinable()) full_thread_.join();  // the last one has finished
+    full_status_ = {{"state", "running"}, {"started_at_ms", now_ms}};
+    record("warm_full", {{"outcome", "started"}, {"duration_ms", duration_ms}}, now_ms);
+    full_thread_ = std::thread([this, duration_ms] { run_full_warmup(duration_ms); });
+    return ok_status();
+}
+
+// The full warmup's thread: the work, then level full; its effect checked (the level is
+// full afterwards) and the outcome recorded either way.
+void ControlPlane::run_full_warmup(int64_t duration_ms) {
+    std::function<Result<std::string>()> fn;
+    int64_t started = 0;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        fn = full_fn_;
+        started = full_status_.value("started_at_ms", int64_t(0));
+    }
+    Result<std::string> done = fn();  // never under mu_: it runs requests through the engine
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = unix_ms_now();
+    std::string error = done.ok() ? "" : done.error().message;
+    if (error.empty() && warm_.suspended()) {
+        error = "warmup is suspended (shedding or a critical alert): level full not held";
+    }
+    if (error.empty()) {
+        const WarmChange c = warm_.set_manual(WarmLevel::kFull, duration_ms, now);
+        warm_tier_ = "manual";
+        note_warm(c, now);
+        if (automation_ == Automation::kOn) apply_warmth(true, now);
+        if (warm_.level() != WarmLevel::kFull) error = "the level did not become full";
+    }
+    const char* outcome = error.empty() ? "ok" : "failed";
+    ++full_outcomes_[outcome];
+    warm_seconds_["manual"] += double(now - started) / 1000.0;
+    full_status_ = {{"state", error.empty() ? "done" : "failed"},
+                    {"started_at_ms", started},
+                    {"finished_at_ms", now},
+                    {"seconds", double(now - started) / 1000.0},
+                    {"detail", error.empty() ? *done : error}};
+    record("warm_full",
+           {{"outcome", outcome},
+            {"seconds", double(now - started) / 1000.0},
+            {"detail", full_status_["detail"]}},
+           now);
+    if (error.empty()) {
+        log_info("warm_full outcome=ok seconds={:.2f} detail=\"{}\"",
+                 double(now - started) / 1000.0, *done);
+    } else {
+        log_warn("warm_full outcome=failed error=\"{}\"", error);
+    }
 }
 
 Status ControlPlane::set_warm_level(WarmLevel level, int64_t duration_ms, int64_t now_ms) {
@@ -95,6 +162,7 @@ Status ControlPlane::set_warm_level(WarmLevel level, int64_t duration_ms, int64_
                           "warmup is suspended while the replica sheds load or a critical alert "
                           "fires");
     }
+    if (level == WarmLevel::kFull) return start_full_warmup(duration_ms, now_ms);
     const WarmChange c = warm_.set_manual(level, duration_ms, now_ms);
     warm_tier_ = level != WarmLevel::kOff ? "manual" : "dynamic";
     note_warm(c, now_ms);
@@ -116,9 +184,16 @@ std::string ControlPlane::warm_metrics(const std::string& model_name) const {
     metrics::TextWriter w;
     const metrics::Labels model = {{"model_name", model_name}};
     w.family("pagoda_warm_level", "gauge",
-             "Warm level: 0 off, 1 low, 2 medium, 3 high (how long the compute pool spins "
-             "between steps).");
+             "Warm level: 0 off, 1 low, 2 medium, 3 high, 4 full (how long the compute pool "
+             "spins between steps; full: high after a full warmup).");
     w.sample("pagoda_warm_level", model, double(int(warm_.level())));
+    w.family("pagoda_warmup_full_total", "counter",
+             "Full warmups (POST /admin/warmup {\"level\": \"full\"}) by outcome.");
+    for (const char* outcome : {"ok", "failed"}) {
+        auto it = full_outcomes_.find(outcome);
+        w.sample("pagoda_warmup_full_total", {{"model_name", model_name}, {"outcome", outcome}},
+                 double(it == full_outcomes_.end() ? 0 : it->second));
+    }
     w.family("pagoda_warmup_seconds_total", "counter",
              "Time spent warming by tier: minimal (before ready), dynamic (queue depth), "
              "predictive (forecast), manual (POST /admin/warmup); for the spinning tiers, wall "

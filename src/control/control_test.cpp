@@ -38,6 +38,20 @@ TEST(EngineSettings, PatchValidatesWholeAndNamesKeyValueAndRange) {
     EXPECT_NE(patch_error({{"max_num_seqs", 8}, {"block_size", 7}}), "ok");
 }
 
+TEST(EngineSettings, KvCacheMemoryTakesTheFlagsUnits) {
+    // As --kv-cache-memory: `pagoda config set kv_cache_memory=128MiB` sends a string.
+    auto a = apply_patch(EngineSettings{}, {{"kv_cache_memory", "128MiB"}});
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    EXPECT_EQ(a->layout.kv_cache_memory_bytes, int64_t(128) << 20);
+    EXPECT_EQ(
+        apply_patch(EngineSettings{}, {{"kv_cache_memory", 1 << 27}})->layout.kv_cache_memory_bytes,
+        int64_t(128) << 20);
+    EXPECT_NE(patch_error({{"kv_cache_memory", "128 parsecs"}}).find("allowed: K, KiB, M, MiB"),
+              std::string::npos);
+    EXPECT_NE(patch_error({{"kv_cache_memory", true}}).find("or a size such as \"4GiB\""),
+              std::string::npos);
+}
+
 TEST(EngineSettings, JsonRoundTripAndDiff) {
     EngineSettings a;
     auto b = apply_patch(a, {{"max_num_seqs", 8}, {"kv_cache_dtype", "bf16"}});

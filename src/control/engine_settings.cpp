@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "base/units.h"
+
 namespace pagoda::control {
 
 namespace {
@@ -75,11 +77,19 @@ Status set_one(EngineSettings& s, const std::string& key, const json& v) {
         return make_error(ErrorCode::kInvalidArgument, "unknown setting '{}' (known: {})", key,
                           known_keys());
     }
-    if (!v.is_number_integer()) {
-        return make_error(ErrorCode::kInvalidArgument, "'{}' must be an integer, got {}", key,
+    int64_t x = 0;
+    if (key == "kv_cache_memory" && v.is_string()) {  // units, as --kv-cache-memory takes them
+        auto b = parse_memory(v.get<std::string>());
+        if (!b.ok())
+            return make_error(ErrorCode::kInvalidArgument, "'{}': {}", key, b.error().message);
+        x = *b;
+    } else if (!v.is_number_integer()) {
+        return make_error(ErrorCode::kInvalidArgument, "'{}' must be an integer{}, got {}", key,
+                          key == "kv_cache_memory" ? " (bytes) or a size such as \"4GiB\"" : "",
                           v.dump());
+    } else {
+        x = v.get<int64_t>();
     }
-    const int64_t x = v.get<int64_t>();
     if (x < k->min || x > k->max) {
         return make_error(ErrorCode::kOutOfRange, "'{}' = {} is out of range [{}, {}]", key, x,
                           k->min, k->max);

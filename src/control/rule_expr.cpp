@@ -399,10 +399,14 @@ std::optional<double> evaluate(const Expr& e, const SeriesHistory& h, int64_t no
     return num.value_or(0) / *den;
 }
 
+// Every aggregation keeps the labels that say which replica an alert is about: Prometheus's
+// `instance` and the `pool` a scrape config gives (docs/operations.md, "Running a fleet").
+constexpr const char* kBy = "sum by (instance, pool) ";
+
 std::string to_promql(const Expr& e) {
     switch (e.kind) {
         case Expr::Kind::kNumber: return fmt::format("{}", e.number);
-        case Expr::Kind::kInstant: return "sum(" + selector_text(e.sel) + ")";
+        case Expr::Kind::kInstant: return kBy + ("(" + selector_text(e.sel) + ")");
         case Expr::Kind::kNeg: return "-(" + to_promql(*e.lhs) + ")";
         case Expr::Kind::kBinary: {
             const std::string l = to_promql(*e.lhs), r = to_promql(*e.rhs);
@@ -413,17 +417,17 @@ std::string to_promql(const Expr& e) {
     }
     const std::string w = "[" + format_duration(e.range_ms) + "]";
     if (e.func == "rate" || e.func == "increase") {
-        return "sum(" + e.func + "(" + selector_text(e.sel) + w + "))";
+        return kBy + ("(" + e.func + "(" + selector_text(e.sel) + w + "))");
     }
     if (e.func == "avg" || e.func == "max" || e.func == "min") {
-        return "sum(" + e.func + "_over_time(" + selector_text(e.sel) + w + "))";
+        return kBy + ("(" + e.func + "_over_time(" + selector_text(e.sel) + w + "))");
     }
     if (e.func == "quantile") {
-        return fmt::format("histogram_quantile({}, sum by (le) (rate({}{})))", e.q,
+        return fmt::format("histogram_quantile({}, sum by (instance, pool, le) (rate({}{})))", e.q,
                            selector_text(e.sel, "_bucket"), w);
     }
-    return "(sum(increase(" + selector_text(e.sel) + w + ")) / sum(increase(" +
-           selector_text(e.sel2) + w + ")))";
+    return "(" + (kBy + ("(increase(" + selector_text(e.sel) + w + "))")) + " / " +
+           (kBy + ("(increase(" + selector_text(e.sel2) + w + "))")) + ")";
 }
 
 void referenced(const Expr& e, std::vector<std::string>& names, int64_t& max_range_ms) {

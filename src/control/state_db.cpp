@@ -1,11 +1,16 @@
 #include "control/state_db.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <fcntl.h>
 #include <fmt/core.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace pagoda::control {
 
@@ -46,6 +51,48 @@ Error db_error(const std::string& path, const SQLite::Exception& e) {
     return Error{ErrorCode::kIo, fmt::format("state database {}: {}", path, e.what())};
 }
 
+// This process as a person would name it: "pid 123: pagoda serve --port 8000".
+std::string describe_self() {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (char& c : cmd) {
+        if (c == '\0') c = ' ';
+    }
+    while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
+    if (cmd.size() > 300) cmd = cmd.substr(0, 300) + "...";
+    return fmt::format("pid {}: {}", getpid(), cmd);
+}
+
+// Takes the state directory's lock (an exclusive flock on <dir>/pagoda.lock, held until
+// the descriptor closes, so a crashed holder releases it) and writes who holds it.
+Result<int> lock_state_dir(const std::string& dir) {
+    const std::string path = dir + "/pagoda.lock";
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return make_error(ErrorCode::kIo,
+                          "state directory {}: cannot open {} (check the "
+                          "directory's permissions or use another --state-dir)",
+                          dir, path);
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        std::ifstream in(path);
+        std::string holder;
+        std::getline(in, holder);
+        ::close(fd);
+        return make_error(ErrorCode::kConflict,
+                          "state directory {} is in use by {}; a state directory belongs to one "
+                          "process: stop that one, or give this one its own with --state-dir "
+                          "DIR (`pagoda fleet up` gives each replica <state_dir>/replicas/"
+                          "<pool>-<port>)",
+                          dir, holder.empty() ? "another process" : holder);
+    }
+    const std::string me = describe_self() + "\n";
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, me.data(), me.size(), 0) != ssize_t(me.size())) {
+        // The lock holds either way; only the holder's name is missing for the next one.
+    }
+    return fd;
+}
+
 }  // namespace
 
 std::string default_state_dir() {
@@ -55,7 +102,10 @@ std::string default_state_dir() {
     return std::string(home != nullptr && *home != '\0' ? home : ".") + "/.local/state/pagoda";
 }
 
-StateDb::~StateDb() = default;
+StateDb::~StateDb() {
+    db_.reset();
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+}
 
 Result<std::unique_ptr<StateDb>> StateDb::open(const std::string& state_dir) {
     std::error_code ec;
@@ -65,6 +115,7 @@ Result<std::unique_ptr<StateDb>> StateDb::open(const std::string& state_dir) {
                           state_dir, ec.message());
     }
     std::unique_ptr<StateDb> s(new StateDb());
+    PAGODA_ASSIGN_OR_RETURN(s->lock_fd_, lock_state_dir(state_dir));
     s->path_ = state_dir + "/pagoda.db";
     try {
         s->db_ = std::make_unique<SQLite::Database>(

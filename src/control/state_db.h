@@ -1,8 +1,11 @@
 #pragma once
 // StateDb: the one SQLite file of a replica's control state (`pagoda.db` in the state
 // directory: --state-dir, else $XDG_STATE_HOME/pagoda, else ~/.local/state/pagoda). Opens or
-// creates it, applies the schema, and turns SQLite's failures (corrupt file, locked by
-// another process, unwritable directory) into errors that name the file and what to do.
+// creates it, applies the schema, and turns SQLite's failures (corrupt file, unwritable
+// directory) into errors that name the file and what to do. The directory belongs to one
+// process: open() takes an exclusive lock (<dir>/pagoda.lock, naming its holder) for the
+// StateDb's life, and a second opener, in this process or another, gets a kConflict error
+// that names the holder and the fix.
 // Not thread-safe: its owner serialises access.
 
 #include <memory>
@@ -55,6 +58,7 @@ class StateDb {
     StateDb() = default;
     std::unique_ptr<SQLite::Database> db_;
     std::string path_;
+    int lock_fd_ = -1;  // holds the state directory's flock
 };
 
 }  // namespace pagoda::control

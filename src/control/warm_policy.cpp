@@ -41,16 +41,18 @@ const char* warm_level_name(WarmLevel l) {
         case WarmLevel::kLow: return "low";
         case WarmLevel::kMedium: return "medium";
         case WarmLevel::kHigh: return "high";
+        case WarmLevel::kFull: return "full";
     }
     return "off";
 }
 
 Result<WarmLevel> parse_warm_level(const std::string& s) {
-    for (WarmLevel l : {WarmLevel::kOff, WarmLevel::kLow, WarmLevel::kMedium, WarmLevel::kHigh}) {
+    for (WarmLevel l : {WarmLevel::kOff, WarmLevel::kLow, WarmLevel::kMedium, WarmLevel::kHigh,
+                        WarmLevel::kFull}) {
         if (s == warm_level_name(l)) return l;
     }
     return make_error(ErrorCode::kInvalidArgument,
-                      "warm level '{}' is not one of: off, low, medium, high", s);
+                      "warm level '{}' is not one of: off, low, medium, high, full", s);
 }
 
 Status WarmPolicyOptions::validate() const {
@@ -170,15 +172,18 @@ WarmChange WarmPolicy::set_manual(WarmLevel l, int64_t duration_ms, int64_t now_
     return c;
 }
 
+// The index of a level in the per-level tables: full runs as high.
+size_t WarmPolicy::table_index() const { return size_t(std::min(int(level_), 3)); }
+
 std::chrono::microseconds WarmPolicy::spin_budget(int64_t now_ms) const {
-    const int64_t ms = o_.spin_ms[size_t(int(level_))];
+    const int64_t ms = o_.spin_ms[table_index()];
     if (level_ == WarmLevel::kOff || suspended_) return std::chrono::microseconds(0);
     if (ms < 0) return std::chrono::microseconds(std::max<int64_t>(0, until_ms_ - now_ms) * 1000);
     return std::chrono::microseconds(ms * 1000);
 }
 
 std::chrono::milliseconds WarmPolicy::pass_interval() const {
-    return std::chrono::milliseconds(o_.pass_ms[size_t(int(level_))]);
+    return std::chrono::milliseconds(o_.pass_ms[table_index()]);
 }
 
 nlohmann::json WarmPolicy::to_json(int64_t now_ms) const {

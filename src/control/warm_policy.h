@@ -20,7 +20,9 @@
 
 namespace pagoda::control {
 
-enum class WarmLevel { kOff = 0, kLow = 1, kMedium = 2, kHigh = 3 };
+// kFull: high's spin and passes after a full warmup (every batch bucket's kernels, engine
+// rounds, the KV pool faulted in: POST /admin/warmup {"level": "full"}, the fleet's pre-warm).
+enum class WarmLevel { kOff = 0, kLow = 1, kMedium = 2, kHigh = 3, kFull = 4 };
 const char* warm_level_name(WarmLevel l);
 Result<WarmLevel> parse_warm_level(const std::string& s);
 
@@ -29,8 +31,8 @@ struct WarmPolicyOptions {
     std::array<int64_t, 3> thresholds = {5, 10, 20};
     double seconds_per_request = 0.5;  // the window: min(max_window_s, this x queue depth)
     double max_window_s = 300;
-    // Idle spin per level (off, low, medium, high) in milliseconds; -1: for the rest of
-    // the level's window.
+    // Idle spin per level (off, low, medium, high; full spins as high) in milliseconds; -1:
+    // for the rest of the level's window.
     std::array<int64_t, 4> spin_ms = {0, 100, 1000, -1};
     // Interval of warm passes during the spin per level (off, low, medium, high) in
     // milliseconds; 0: none (Engine::set_warm_pass_interval).
@@ -76,6 +78,7 @@ class WarmPolicy {
     nlohmann::json to_json(int64_t now_ms) const;
 
   private:
+    size_t table_index() const;
     WarmPolicyOptions o_;
     WarmLevel level_ = WarmLevel::kOff;
     int64_t until_ms_ = 0;

@@ -3,7 +3,10 @@
 // state lives with the sample, not with the KV cache, so a preemption (recompute) or a KV
 // re-layout leaves it where it was; a mask depends only on the sample's own position, so
 // outputs do not depend on what else is in the batch. Engine thread only.
+#include <algorithm>
+
 #include "base/check.h"
+#include "base/log.h"
 #include "engine/engine.h"
 
 namespace pagoda::engine {
@@ -19,7 +22,22 @@ void Engine::start_matchers(LiveRequest& r) {
         trie_ = std::make_unique<grammar::TokenTrie>(token_bytes_);
     }
     ++totals_.constrained_requests;
-    for (Sample& c : r.samples) c.matcher.emplace(con->grammar);
+    const auto& ids = r.req.prompt_ids;
+    const size_t resumed = std::min(size_t(std::max(r.req.resumed_tokens, 0)), ids.size());
+    for (Sample& c : r.samples) {
+        c.matcher.emplace(con->grammar);
+        // A resumed stream: the output so far, replayed (the server checked that it follows
+        // the grammar, so a refusal here is not reachable).
+        for (size_t i = ids.size() - resumed; i < ids.size(); ++i) {
+            const int32_t t = ids[i];
+            if (t < 0 || size_t(t) >= token_bytes_.size() ||
+                !c.matcher->accept(token_bytes_[size_t(t)])) {
+                log_error("grammar_replay request={} token={} error=\"outside the grammar\"", r.id,
+                          t);
+                break;
+            }
+        }
+    }
 }
 
 std::span<const uint8_t> Engine::allowed_tokens(const LiveRequest& r, const Sample& c) {

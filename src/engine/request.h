@@ -23,6 +23,9 @@ struct Request {
     uint64_t cache_salt = 0;                    // prefix-cache isolation between tenants
     bool detokenize = true;                     // produce text deltas and apply stop strings
     std::optional<Clock::time_point> arrival;   // default: submit time
+    // The last `resumed_tokens` prompt ids are output already emitted (a stream resumed on
+    // this replica): a grammar-constrained request replays them before it generates.
+    int32_t resumed_tokens = 0;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kRejected, kTimeout, kError };

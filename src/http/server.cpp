@@ -69,6 +69,25 @@ asio::awaitable<bool> write_full(beast::tcp_stream& stream, const Response& r, b
     co_return !ec;
 }
 
+// After an early answer (413, 431) to a request whose bytes are still coming: stop sending,
+// then read and drop what the client still sends (at most `max_bytes`, for at most 2 s)
+// before closing, so the client reads the answer instead of a reset (a proxy in front would
+// otherwise see a broken pipe and call the backend failed).
+asio::awaitable<void> linger_close(beast::tcp_stream& stream, size_t max_bytes) {
+    boost::system::error_code ec;
+    stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+    std::vector<char> sink(64 * 1024);
+    size_t dropped = 0;
+    stream.expires_after(std::chrono::seconds(2));
+    while (dropped < max_bytes) {
+        auto [rec, n] = co_await stream.async_read_some(asio::buffer(sink),
+                                                        asio::as_tuple(asio::use_awaitable));
+        if (rec) break;
+        dropped += n;
+    }
+    stream.expires_never();
+}
+
 // One deferred answer on one connection. Producers (any thread) queue items; the
 // connection's coroutine writes them.
 class ResponderImpl : public Responder, public std::enable_shared_from_this<ResponderImpl> {
@@ -308,6 +327,17 @@ struct Server::Impl {
                         413, fmt::format("request body larger than {} bytes", opts.max_body_bytes),
                         "invalid_request_error"),
                     false, 11);
+                co_await linger_close(stream, opts.max_body_bytes * 2 + (1u << 20));
+                break;
+            }
+            if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
+                co_await write_full(stream,
+                                    error_response(431,
+                                                   "request header fields too large (the headers "
+                                                   "of a request may take at most 8 KiB)",
+                                                   "invalid_request_error"),
+                                    false, 11);
+                co_await linger_close(stream, 1u << 20);
                 break;
             }
             if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||

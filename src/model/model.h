@@ -66,6 +66,16 @@ struct SimTotals {
     double flops = 0, bytes = 0, comm_bytes = 0;
 };
 
+// Faults injected into a simulated model (POST /admin/faults on `pagoda serve --backend
+// sim`), so rehearsals and tests drive real alert and failover paths.
+struct SimFaults {
+    double memory_pressure = 0;       // modelled memory reported at least this share (0: off)
+    double slow_factor = 1;           // every step takes this many times its modelled time
+    double error_rate = 0;            // share of new generation requests answered 500
+    int64_t crash_after_tokens = -1;  // the process is killed after this many more generated
+                                      // tokens (-1: never)
+};
+
 class Model {
   public:
     static Result<std::unique_ptr<Model>> load(const std::string& path, LoadOptions opts = {});
@@ -77,6 +87,9 @@ class Model {
     const sim::PerfModel* perf_model() const { return sim_ ? &sim_->perf : nullptr; }
     SimTotals sim_totals() const;  // thread-safe
     double sim_speed() const { return sim_ ? sim_->opts.speed : 1.0; }
+    // Thread-safe; sim only (kUnsupported on a real model). Values are checked.
+    Status set_sim_faults(const SimFaults& f) const;
+    SimFaults sim_faults() const;
 
     // Runs the batch: writes K/V for every row through `kv`, returns logits for
     // batch.logits_rows into `logits` ([rows][vocab_size], resized here).
@@ -129,6 +142,7 @@ class Model {
         std::vector<int32_t> plain_tokens;  // what generated tokens are drawn from
         mutable std::mutex mu;
         SimTotals totals;  // guarded by mu
+        SimFaults faults;  // guarded by mu
     };
     std::unique_ptr<Sim> sim_;
 

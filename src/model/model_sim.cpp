@@ -1,6 +1,11 @@
 // Model::simulate and the simulated forward pass: no weights, the step time of the
 // performance model (sim/perf_model.h), deterministic pseudo-random tokens.
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
@@ -76,7 +81,7 @@ Result<std::unique_ptr<Model>> Model::simulate(const SimOptions& o) {
         c.context_length = ms.context_length;
     }
     m->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
-    m->sim_.reset(new Sim{std::move(perf), o, {}, {}, {}});
+    m->sim_.reset(new Sim{std::move(perf), o, {}, {}, {}, {}});
     const tokenizer::Vocab& v = m->tokenizer_->vocab();
     for (int32_t id = 0; id < v.size(); ++id) {
         if (v.types[size_t(id)] == tokenizer::TokenType::kNormal)
@@ -93,6 +98,29 @@ SimTotals Model::sim_totals() const {
     if (!sim_) return {};
     std::lock_guard<std::mutex> lock(sim_->mu);
     return sim_->totals;
+}
+
+Status Model::set_sim_faults(const SimFaults& f) const {
+    if (!sim_) {
+        return make_error(ErrorCode::kUnsupported,
+                          "fault injection needs the simulated backend (--backend sim)");
+    }
+    if (!(f.memory_pressure >= 0 && f.memory_pressure <= 1.5) ||
+        !(f.slow_factor >= 1 && f.slow_factor <= 1000) ||
+        !(f.error_rate >= 0 && f.error_rate <= 1) || f.crash_after_tokens < -1) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "faults: memory_pressure must be in [0, 1.5], slow_factor in [1, 1000], "
+                          "error_rate in [0, 1], crash_after_tokens -1 (never) or >= 0");
+    }
+    std::lock_guard<std::mutex> lock(sim_->mu);
+    sim_->faults = f;
+    return ok_status();
+}
+
+SimFaults Model::sim_faults() const {
+    if (!sim_) return {};
+    std::lock_guard<std::mutex> lock(sim_->mu);
+    return sim_->faults;
 }
 
 Status Model::sim_forward(const ForwardBatch& b, std::vector<float>& logits) {
@@ -121,8 +149,19 @@ Status Model::sim_forward(const ForwardBatch& b, std::vector<float>& logits) {
         work.push_back(w);
     }
     const sim::StepCost c = sim_->perf.step(work);
+    double slow = 1;
     {
         std::lock_guard<std::mutex> lock(sim_->mu);
+        SimFaults& f = sim_->faults;
+        slow = f.slow_factor;
+        if (f.crash_after_tokens >= 0) {
+            f.crash_after_tokens -=
+                std::min<int64_t>(f.crash_after_tokens, int64_t(b.logits_rows.size()));
+            if (f.crash_after_tokens == 0) {
+                std::fprintf(stderr, "sim_fault crash: the injected crash after N tokens\n");
+                kill(getpid(), SIGKILL);
+            }
+        }
         SimTotals& t = sim_->totals;
         ++t.steps;
         t.busy_s += c.total_s;
@@ -133,7 +172,8 @@ Status Model::sim_forward(const ForwardBatch& b, std::vector<float>& logits) {
         t.bytes += c.bytes_per_gpu;
         t.comm_bytes += c.comm_bytes;
     }
-    std::this_thread::sleep_until(t0 + std::chrono::duration<double>(c.total_s / sim_->opts.speed));
+    std::this_thread::sleep_until(
+        t0 + std::chrono::duration<double>(slow * c.total_s / sim_->opts.speed));
     return ok_status();
 }
 

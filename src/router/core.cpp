@@ -250,8 +250,10 @@ json Core::pools_json() const {
 
 std::string Core::metrics_text() const {
     metrics::TextWriter w;
-    metrics.write(w);
     const json pj = pools_json();
+    std::vector<std::string> names;
+    for (const auto& p : pj["pools"]) names.push_back(p["name"].get<std::string>());
+    metrics.write(w, names);
     w.family("pagoda_router_traffic_weight", "gauge",
              "Share of traffic (percent) a primary pool takes; rollouts and canaries move it");
     for (const auto& p : pj["pools"]) {

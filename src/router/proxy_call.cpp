@@ -18,28 +18,16 @@ json error_body(int status, const std::string& msg, const std::string& type) {
     return {{"error", {{"message", msg}, {"type", type}, {"param", nullptr}, {"code", status}}}};
 }
 
-// Fields a resumed request cannot carry over from the original (the prompt changes shape,
-// and chat-only fields do not apply to /v1/completions).
-const char* const kResumeDropped[] = {"messages",
-                                      "prompt",
-                                      "n",
-                                      "stream_options",
-                                      "tools",
-                                      "tool_choice",
-                                      "response_format",
-                                      "chat_template",
-                                      "chat_template_kwargs",
-                                      "add_generation_prompt",
-                                      "continue_final_message",
-                                      "documents",
-                                      "logprobs",
-                                      "top_logprobs",
-                                      "echo",
-                                      "suffix",
-                                      "best_of",
-                                      "return_token_ids",
-                                      "max_completion_tokens",
-                                      "parallel_tool_calls"};
+// Fields a resumed request cannot carry over when it resumes from text on a backend that is
+// not Pagoda (the prompt changes shape, and chat-only fields do not apply to
+// /v1/completions).
+const char* const kTextResumeDropped[] = {"n",    "stream_options", "logprobs", "top_logprobs",
+                                          "echo", "suffix",         "best_of",  "return_token_ids"};
+// Fields a resumption on a Pagoda backend drops: the request keeps its endpoint, messages,
+// tools, tool_choice, response_format and guided_* (the replica replays the tokens already
+// sent, resume_token_ids, through the grammar and the tool-call parser).
+const char* const kIdResumeDropped[] = {"n",      "stream_options", "echo",
+                                        "suffix", "best_of",        "max_completion_tokens"};
 
 struct ClientBody {
     std::string path, body;
@@ -140,17 +128,16 @@ ClientBody ProxyCall::next_body() {
     }
     const int64_t gen = generated();
     if (!prompt_ids_.empty()) {
-        for (const char* k : kResumeDropped) b.erase(k);
-        std::vector<int32_t> ids = prompt_ids_;
-        ids.insert(ids.end(), gen_ids_.begin(), gen_ids_.end());
-        b["prompt"] = ids;
+        for (const char* k : kIdResumeDropped) b.erase(k);
+        b["resume_token_ids"] = gen_ids_;
         b["return_token_ids"] = true;
-        out.path = "/v1/completions";
     } else if (in_.chat) {
+        for (const char* k : kTextResumeDropped) b.erase(k);
         b["messages"].push_back({{"role", "assistant"}, {"content", gen_text_}});
         b["continue_final_message"] = true;
         b["add_generation_prompt"] = false;
     } else {
+        for (const char* k : kTextResumeDropped) b.erase(k);
         b["prompt"] = b["prompt"].get<std::string>() + gen_text_;
     }
     b["stream"] = true;
@@ -299,7 +286,7 @@ void ProxyCall::upstream_failed(const std::string& why) {
             return reply_now(502, error_body(502, "the backend failed: " + why, "server_error"));
         }
         ++retries_;
-        core_->metrics.retry(backend_->pool());
+        core_->metrics.retry(backend_->pool(), backend_->url());
         return attempt();
     }
     if (!resumable() || resumes_ >= core_->cfg.max_resumes) {
@@ -307,7 +294,7 @@ void ProxyCall::upstream_failed(const std::string& why) {
         return fail_stream("the backend failed mid-stream: " + why);
     }
     ++resumes_;
-    core_->metrics.resumption(backend_->pool());
+    core_->metrics.resumption(backend_->pool(), backend_->url());
     log_info("router_resume from={} generated={} reason=\"{}\"", backend_->url(), generated(), why);
     base_completion_ = generated();
     ++segment_;
@@ -375,11 +362,16 @@ void ProxyCall::forward(json& choice, const json& chunk, const std::string& raw)
     json out = {{"id", id_}, {"created", created_}, {"model", model_}};
     json c = {
         {"index", choice.value("index", 0)}, {"logprobs", nullptr}, {"finish_reason", finish}};
+    bool calls = false;  // tool_calls deltas (a resumed chat stream keeps them)
     if (in_.chat) {
         out["object"] = "chat.completion.chunk";
-        json delta = segment_ == 0 && choice.contains("delta") ? choice["delta"] : json::object();
-        if (!text.empty() || finish.is_null()) delta["content"] = text;
+        json delta = choice.contains("delta") && choice["delta"].is_object() ? choice["delta"]
+                                                                             : json::object();
+        if (segment_ > 0) delta.erase("role");  // the client had it from the first segment
+        calls = delta.contains("tool_calls");
+        if (!text.empty() || (finish.is_null() && !calls)) delta["content"] = text;
         c["delta"] = delta;
+        c["logprobs"] = choice.value("logprobs", json(nullptr));
     } else {
         out["object"] = "text_completion";
         c["text"] = text;
@@ -388,7 +380,7 @@ void ProxyCall::forward(json& choice, const json& chunk, const std::string& raw)
     if (in_.client_token_ids) c["token_ids"] = ids;
     out["choices"] = json::array({c});
     (void)chunk;
-    if (new_tokens > 0 || !finish.is_null() || segment_ == 0) {
+    if (new_tokens > 0 || !finish.is_null() || segment_ == 0 || calls) {
         write_client("data: " + out.dump() + "\n\n");
     }
 }

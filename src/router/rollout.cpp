@@ -71,6 +71,8 @@ void TrafficController::start() {
 void TrafficController::stop() {
     stopping_ = true;
     if (thread_.joinable()) thread_.join();
+    for (auto& t : prewarms_) t.join();
+    prewarms_.clear();
 }
 
 int64_t TrafficController::schedule_now() const {
@@ -284,7 +286,7 @@ void TrafficController::run_schedule() {
                 if (o_.prewarm) {
                     o_.prewarm(e->pool);
                 } else {
-                    r_.post_to_pool(e->pool, "/admin/warmup", R"({"level":"full"})");
+                    prewarms_.emplace_back([this, pool = e->pool] { r_.prewarm_pool(pool); });
                 }
                 r_.audit("schedule_prewarm", {{"pool", e->pool}, {"reason", reason}});
                 break;
@@ -299,7 +301,9 @@ void TrafficController::run_schedule() {
 void TrafficController::judge() {
     if (state_ != State::kRunning && state_ != State::kPaused) return;
     const double now = r_.now_s();
-    if (now - window_start_ < o_.window_s) return;
+    // The window is on the schedule's clock: at --schedule-clock-scale 60 a 30 s window
+    // is half a second of real traffic, as the switch it judges runs 60x too.
+    if ((now - window_start_) * o_.clock_scale < o_.window_s) return;
     if (mode_ == Mode::kSwitch) judge_switch(now);
     if (mode_ == Mode::kCanary) judge_canary_arm(now);
 }

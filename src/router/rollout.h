@@ -28,8 +28,8 @@ struct ControllerOptions {
     double clock_scale = 1;   // schedule clock: this many seconds per real second
     int64_t clock_start = 0;  // schedule clock's unix time at start; 0 = now
     bool dry_run = false;
-    // Pre-warm a pool (fleet: start its replicas, then warm them). Default: POST
-    // /admin/warmup {"level": "full"} to the pool's backends.
+    // Pre-warm a pool (fleet: start its replicas, then warm them). Default: Router::
+    // prewarm_pool on a thread of its own (a full warmup of each backend, its effect checked).
     std::function<void(const std::string& pool)> prewarm;
     // A canary's verdict with its evidence (the app stores it with the baseline history).
     std::function<void(const nlohmann::json& verdict)> on_verdict;
@@ -91,6 +91,7 @@ class TrafficController {
     std::chrono::steady_clock::time_point real_start_;
     std::atomic<bool> stopping_{false};
     std::thread thread_;
+    std::vector<std::thread> prewarms_;  // default pre-warms in flight; joined by stop()
 };
 
 }  // namespace pagoda::router

@@ -116,11 +116,139 @@ http::Reply proxy(const std::shared_ptr<Core>& core, CallInput in) {
         });
 }
 
+// The value of `name` in the request's query string ("" when absent; no %-decoding: kinds
+// and numbers need none).
+std::string query_param(const http::Request& req, const std::string& name) {
+    const size_t q = req.target.find('?');
+    if (q == std::string::npos) return "";
+    std::string_view rest(req.target);
+    rest.remove_prefix(q + 1);
+    while (!rest.empty()) {
+        const size_t amp = rest.find('&');
+        const std::string_view kv = rest.substr(0, amp);
+        if (kv.starts_with(name + "=")) return std::string(kv.substr(name.size() + 1));
+        if (amp == std::string_view::npos) break;
+        rest.remove_prefix(amp + 1);
+    }
+    return "";
+}
+
+// GET /admin/events?kind=K&limit=N (as a replica's): the router's audit log.
+http::Response events_reply(const Core& core, const http::Request& req) {
+    if (!core.hooks.events) {
+        return api_error(404, "this router keeps no audit log (no state directory)",
+                         "not_found_error");
+    }
+    const std::string l = query_param(req, "limit");
+    char* end = nullptr;
+    const long limit = l.empty() ? 100 : std::strtol(l.c_str(), &end, 10);
+    if (!l.empty() && (*end != '\0' || limit < 1 || limit > 10000)) {
+        return api_error(400, "limit must be an integer in [1, 10000] (got '" + l + "')",
+                         "invalid_request_error");
+    }
+    auto ev = core.hooks.events(query_param(req, "kind"), int(limit));
+    if (!ev) return api_error(500, ev.error().message, "server_error");
+    return json_reply(200, {{"events", *ev}});
+}
+
+// The bearer header of the router's admin calls to backends (none without a key).
+std::vector<std::pair<std::string, std::string>> admin_headers(const std::string& key) {
+    if (key.empty()) return {};
+    return {{"Authorization", "Bearer " + key}};
+}
+
+// "host:port" of a backend URL ("http://127.0.0.1:8001" -> "127.0.0.1:8001").
+std::string host_port(const std::string& url) {
+    std::string_view u(url);
+    if (const size_t p = u.find("://"); p != std::string_view::npos) u.remove_prefix(p + 3);
+    return std::string(u.substr(0, u.find('/')));
+}
+
+bool same_instance(const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    const size_t ca = a.rfind(':'), cb = b.rfind(':');
+    if (ca == std::string::npos || cb == std::string::npos) return false;
+    if (a.substr(ca) != b.substr(cb)) return false;
+    auto loop = [](std::string_view h) { return h == "localhost" || h.starts_with("127."); };
+    return loop(std::string_view(a).substr(0, ca)) && loop(std::string_view(b).substr(0, cb));
+}
+
+// POST /admin/alerts/webhook: Alertmanager's payload (version 4) split by the `instance`
+// label of each alert and sent to the backend it names, so the replica in trouble, and only
+// it, runs the alert's actions. Alerts naming no backend are answered `ignored`; a backend
+// that cannot be reached makes the answer 502, so Alertmanager sends the group again.
+http::Response dispatch_alerts(const Core& core, const json& payload) {
+    if (!payload.is_object() || !payload.contains("alerts") || !payload["alerts"].is_array()) {
+        return api_error(400,
+                         "not an Alertmanager webhook payload: expected version \"4\" and an "
+                         "'alerts' list",
+                         "invalid_request_error");
+    }
+    std::map<std::string, json> by_backend;  // url -> alerts
+    json results = json::array();
+    const auto backends = core.all_backends();
+    for (const json& a : payload["alerts"]) {
+        const json labels = a.is_object() ? a.value("labels", json::object()) : json::object();
+        const std::string name = labels.value("alertname", "");
+        const std::string inst = labels.value("instance", "");
+        std::shared_ptr<Backend> to;
+        for (const auto& b : backends) {
+            if (!inst.empty() && same_instance(host_port(b->url()), inst)) to = b;
+        }
+        if (!to) {
+            results.push_back({{"alertname", name},
+                               {"instance", inst},
+                               {"result", "ignored"},
+                               {"reason", inst.empty() ? "the alert has no instance label"
+                                                       : "no backend of this router is " + inst}});
+            continue;
+        }
+        by_backend[to->url()].push_back(a);
+    }
+    bool delivered = true;
+    for (auto& [url, alerts] : by_backend) {
+        json part = payload;
+        part["alerts"] = alerts;
+        std::shared_ptr<Backend> b;
+        for (const auto& x : backends) {
+            if (x->url() == url) b = x;
+        }
+        auto r = b->health_client().fetch({.method = "POST",
+                                           .path = "/admin/alerts/webhook",
+                                           .body = part.dump(),
+                                           .content_type = "application/json",
+                                           .headers = admin_headers(core.cfg.backend_admin_key)});
+        const int status = r ? r->status : 0;
+        delivered = delivered && status != 0 && status < 500;
+        for (const json& a : alerts) {
+            const json labels = a.value("labels", json::object());
+            const json d = {{"alertname", labels.value("alertname", "")},
+                            {"instance", labels.value("instance", "")},
+                            {"status", a.value("status", "")},
+                            {"backend", url},
+                            {"backend_status", status},
+                            {"outcome", status / 100 == 2 ? "ok" : "failed"},
+                            {"error", r ? r->body.substr(0, 300) : r.error().message}};
+            core.audit("alert_dispatched", d);
+            if (status / 100 != 2) log_warn("router_alert_dispatch_failed detail={}", d.dump());
+            results.push_back(d);
+        }
+    }
+    return json_reply(delivered ? 200 : 502, {{"alerts", results}});
+}
+
 http::Reply admin(const std::shared_ptr<Core>& core, const http::Request& req) {
     json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
     if (body.is_discarded())
         return {api_error(400, "the body is not JSON", "invalid_request_error"), {}};
     if (req.path == "/admin/pools") return {json_reply(200, core->pools_json()), {}};
+    if (req.path == "/admin/events" && req.method == "GET") return {events_reply(*core, req), {}};
+    if (req.path == "/admin/alerts/webhook" && req.method == "POST") {
+        // Calls the backends: on a thread of its own, not the I/O thread.
+        return http::Reply::later([core, body](std::shared_ptr<http::Responder> r) {
+            std::thread([core, body, r] { r->send(dispatch_alerts(*core, body)); }).detach();
+        });
+    }
     if (req.path == "/admin/weights") {
         if (req.method == "GET") return {json_reply(200, {{"weights", core->weights()}}), {}};
         if (!body.contains("weights") || !body["weights"].is_object()) {
@@ -233,7 +361,7 @@ Result<std::unique_ptr<Router>> Router::start(const RouterConfig& cfg, RouterHoo
     http::ServerOptions so;
     so.host = cfg.host;
     so.port = cfg.port;
-    so.max_body_bytes = 64u << 20;
+    so.max_body_bytes = size_t(cfg.max_request_body);
     std::weak_ptr<Core> weak = r->core_;
     PAGODA_ASSIGN_OR_RETURN(
         r->core_->server, http::Server::start(so, [weak](const http::Request& req) {
@@ -285,18 +413,99 @@ void Router::audit(const std::string& kind, const json& detail) const {
 }
 const RouterConfig& Router::config() const { return core_->cfg; }
 
-int Router::post_to_pool(const std::string& pool, const std::string& path,
-                         const std::string& body) {
-    int ok = 0;
-    for (const auto& b : core_->backends_of(pool)) {
-        auto r = b->health_client().fetch({.method = "POST",
-                                           .path = path,
-                                           .body = body,
-                                           .content_type = "application/json",
-                                           .headers = {}});
-        if (r && r->status / 100 == 2) ++ok;
+namespace {
+
+// One backend's warmup report (GET /admin/warmup), or why there is none.
+Result<json> warmup_report(Backend& b, const std::string& key) {
+    auto r = b.health_client().fetch({.method = "GET",
+                                      .path = "/admin/warmup",
+                                      .body = "",
+                                      .content_type = "",
+                                      .headers = admin_headers(key)});
+    if (!r) return make_error(ErrorCode::kIo, "GET /admin/warmup: {}", r.error().message);
+    if (r->status != 200) {
+        return make_error(ErrorCode::kIo, "GET /admin/warmup answered {}", r->status);
     }
-    return ok;
+    auto j = json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        return make_error(ErrorCode::kIo, "GET /admin/warmup: not a JSON object");
+    }
+    return j;
+}
+
+// Asks each backend for a full warmup; returns those that accepted (the others, with why,
+// go to `failures`).
+std::vector<std::shared_ptr<Backend>> ask_full_warmup(
+    const std::vector<std::shared_ptr<Backend>>& backends, const std::string& key, json& failures) {
+    std::vector<std::shared_ptr<Backend>> accepted;
+    for (const auto& b : backends) {
+        auto r = b->health_client().fetch({.method = "POST",
+                                           .path = "/admin/warmup",
+                                           .body = R"({"level": "full"})",
+                                           .content_type = "application/json",
+                                           .headers = admin_headers(key)});
+        if (r && r->status / 100 == 2) {
+            accepted.push_back(b);
+        } else {
+            failures.push_back({{"backend", b->url()},
+                                {"reason", r ? fmt::format("POST /admin/warmup answered {}: {}",
+                                                           r->status, r->body.substr(0, 200))
+                                             : "POST /admin/warmup: " + r.error().message}});
+        }
+    }
+    return accepted;
+}
+
+}  // namespace
+
+json Router::prewarm_pool(const std::string& pool, double timeout_s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto since = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    const auto backends = core_->backends_of(pool);
+    json failures = json::array();
+    std::vector<std::shared_ptr<Backend>> waiting =
+        ask_full_warmup(backends, core_->cfg.backend_admin_key, failures);
+    const size_t accepted = waiting.size();
+    int warmed = 0;
+    while (!waiting.empty() && !core_->stopping.load()) {
+        for (auto it = waiting.begin(); it != waiting.end();) {
+            auto j = warmup_report(**it, core_->cfg.backend_admin_key);
+            const std::string level = j ? j->value("level", "") : "";
+            const std::string state =
+                j ? j->value("full_warmup", json::object()).value("state", "") : "";
+            if (level == "full" && state == "done") {
+                ++warmed;
+                it = waiting.erase(it);
+            } else if (state == "failed") {
+                const std::string detail =
+                    j->value("full_warmup", json::object()).value("detail", "");
+                failures.push_back({{"backend", (*it)->url()}, {"reason", "failed: " + detail}});
+                it = waiting.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        if (waiting.empty()) break;
+        if (since() > timeout_s) {
+            for (const auto& b : waiting) {
+                failures.push_back(
+                    {{"backend", b->url()},
+                     {"reason", fmt::format("not at level full after {:.0f} s", timeout_s)}});
+            }
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    const bool ok = !backends.empty() && warmed == int(backends.size());
+    const json d = {{"pool", pool},      {"replicas", backends.size()},     {"accepted", accepted},
+                    {"warmed", warmed},  {"outcome", ok ? "ok" : "failed"}, {"failures", failures},
+                    {"seconds", since()}};
+    core_->metrics.prewarm(pool, ok ? "ok" : "failed");
+    if (!ok) log_warn("router_pool_prewarm_failed detail={}", d.dump());
+    audit("pool_prewarmed", d);
+    return d;
 }
 
 }  // namespace pagoda::router

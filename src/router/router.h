@@ -22,6 +22,8 @@ namespace pagoda::router {
 // `audit` (the app records it in the state db's audit log). Called from any thread.
 struct RouterHooks {
     std::function<void(const std::string& kind, const nlohmann::json& detail)> audit;
+    // GET /admin/events?kind=K&limit=N: the audit log, newest first (null: 404).
+    std::function<Result<std::vector<nlohmann::json>>(const std::string& kind, int limit)> events;
 };
 
 // One finished request of a pool, for the breaker and the canary judge.
@@ -55,9 +57,13 @@ class Router {
     using AdminRoute = std::function<std::pair<int, nlohmann::json>(const std::string& method,
                                                                     const nlohmann::json& body)>;
     void add_admin_route(const std::string& path, AdminRoute route);
-    // Sends POST `path` with `body` to every backend of `pool` (pre-warm); returns how many
-    // answered 2xx.
-    int post_to_pool(const std::string& pool, const std::string& path, const std::string& body);
+    // The pre-warm of `pool`: asks every backend for a full warmup (POST /admin/warmup
+    // {"level": "full"}) and checks its effect: polls GET /admin/warmup until each reports
+    // level full, or its full warmup failed, or `timeout_s` passed. Blocks; returns {pool,
+    // replicas, accepted, warmed, outcome (ok | failed), failures: [{backend, reason}],
+    // seconds}, audited as `pool_prewarmed`, counted in pagoda_router_prewarms_total{pool,
+    // outcome} and logged as a warning when it failed.
+    nlohmann::json prewarm_pool(const std::string& pool, double timeout_s = 120);
     const RouterConfig& config() const;
     // Records an automatic action in the audit log (RouterHooks::audit) and the log.
     void audit(const std::string& kind, const nlohmann::json& detail) const;

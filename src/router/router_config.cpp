@@ -159,6 +159,7 @@ void read_numbers(TomlReader& r, const toml::table& t, RouterConfig& c) {
     num("max_outstanding", 1, 1e9, c.max_outstanding);
     num("max_waiting", 0, 1e9, c.max_waiting);
     num("retry_after_s", 1, 3600, c.retry_after_s);
+    num("max_request_body", 1024, 1 << 30, c.max_request_body);
     num("breaker_threshold", 0, 100, c.breaker_threshold);
     num("breaker_window_s", 1, 86400, c.breaker_window_s);
     num("breaker_min_samples", 1, 1e6, c.breaker_min_samples);
@@ -175,6 +176,7 @@ const std::set<std::string>& router_keys() {
                                                "pools",
                                                "api_keys",
                                                "admin_api_keys",
+                                               "backend_admin_key",
                                                "session_header",
                                                "affinity_prefix_chars",
                                                "affinity_load_factor",
@@ -191,6 +193,7 @@ const std::set<std::string>& router_keys() {
                                                "max_outstanding",
                                                "max_waiting",
                                                "retry_after_s",
+                                               "max_request_body",
                                                "breaker_threshold",
                                                "breaker_window_s",
                                                "breaker_min_samples",
@@ -212,6 +215,7 @@ Status read_router_table(const toml::table& t, std::string_view file, RouterConf
     if (auto v = r.strings(t, "router", "api_keys")) c.api_keys = *v;
     if (auto v = r.strings(t, "router", "admin_api_keys")) c.admin_api_keys = *v;
     if (auto v = r.str(t, "router", "session_header")) c.session_header = *v;
+    if (auto v = r.str(t, "router", "backend_admin_key")) c.backend_admin_key = *v;
     if (auto v = r.str(t, "router", "state_dir")) c.state_dir = *v;
     read_numbers(r, t, c);
     if (const toml::node* n = t.get("pools")) {

@@ -45,6 +45,9 @@ struct RouterConfig {
     std::vector<PoolConfig> pools;
     std::vector<std::string> api_keys;        // empty: no key needed
     std::vector<std::string> admin_api_keys;  // empty: admin routes on loopback only
+    // Sent as a bearer token with the router's own admin calls to backends (pre-warm,
+    // Alertmanager alerts dispatched to the replica they name): their --admin-api-key.
+    std::string backend_admin_key;
 
     // Balancing.
     std::string session_header = "x-session-id";  // stickiness: same value, same backend
@@ -65,6 +68,10 @@ struct RouterConfig {
     double max_waiting = 0;  // a backend's num_requests_waiting above this is saturated; 0 = off
                              // (a Pagoda replica bounds its own queue and answers 429)
     int retry_after_s = 1;   // Retry-After of the router's own 429
+    // Largest request body the router accepts (413 above, before any backend sees it): at
+    // most the backends' own limit (`pagoda serve --max-request-body`, 8 MiB), so a
+    // client's oversized body is the client's error, never a backend failure.
+    double max_request_body = 8 << 20;
 
     // Rollouts: the breaker compares the target arm's P99 with the source arm's.
     double breaker_threshold = 0.20;   // pause when target P99 > source P99 x (1 + this)

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -21,6 +22,20 @@ std::vector<double> e2e_bounds() {
 std::vector<double> itl_bounds() {
     return {0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,  0.15, 0.2,
             0.3,   0.4,   0.5,  0.75,  1.0,  2.5,   5.0,  7.5,  10.0, 20.0,  40.0, 80.0};
+}
+
+// Samples per (pool, failed backend); a pool with none yet has one zero sample (backend="").
+void per_backend(metrics::TextWriter& w, const char* name,
+                 const std::map<std::pair<std::string, std::string>, int64_t>& counts,
+                 const std::vector<std::string>& pools) {
+    std::set<std::string> seen;
+    for (const auto& [k, v] : counts) {
+        w.sample(name, {{"pool", k.first}, {"backend", k.second}}, double(v));
+        seen.insert(k.first);
+    }
+    for (const auto& p : pools) {
+        if (!seen.count(p)) w.sample(name, {{"pool", p}, {"backend", ""}}, 0.0);
+    }
 }
 
 }  // namespace
@@ -52,13 +67,13 @@ void RouterMetrics::itl(const std::string& pool, double s) { itl_of(pool).observ
 void RouterMetrics::e2e(const std::string& pool, const std::string& backend, double s) {
     series(pool, backend).e2e.observe(s);
 }
-void RouterMetrics::retry(const std::string& pool) {
+void RouterMetrics::retry(const std::string& pool, const std::string& backend) {
     std::lock_guard lock(mu_);
-    ++retries_[pool];
+    ++retries_[{pool, backend}];
 }
-void RouterMetrics::resumption(const std::string& pool) {
+void RouterMetrics::resumption(const std::string& pool, const std::string& backend) {
     std::lock_guard lock(mu_);
-    ++resumptions_[pool];
+    ++resumptions_[{pool, backend}];
 }
 void RouterMetrics::shed() {
     std::lock_guard lock(mu_);
@@ -69,7 +84,12 @@ void RouterMetrics::failed(const std::string& reason) {
     ++failed_[reason];
 }
 
-void RouterMetrics::write(metrics::TextWriter& w) const {
+void RouterMetrics::prewarm(const std::string& pool, const std::string& outcome) {
+    std::lock_guard lock(mu_);
+    ++prewarms_[{pool, outcome}];
+}
+
+void RouterMetrics::write(metrics::TextWriter& w, const std::vector<std::string>& pools) const {
     std::lock_guard lock(mu_);
     w.family("pagoda_router_requests_total", "counter",
              "Requests answered, by pool, backend and HTTP status (resumed streams count once, "
@@ -97,22 +117,29 @@ void RouterMetrics::write(metrics::TextWriter& w) const {
         w.histogram("pagoda_router_inter_token_latency_seconds", {{"pool", pool}}, *h);
     }
     w.family("pagoda_router_retries_total", "counter",
-             "Requests sent again to another backend before their first byte");
-    for (const auto& [pool, v] : retries_) {
-        w.sample("pagoda_router_retries_total", {{"pool", pool}}, double(v));
-    }
+             "Requests sent again to another backend before their first byte, by pool and the "
+             "backend that failed");
+    per_backend(w, "pagoda_router_retries_total", retries_, pools);
     w.family("pagoda_router_resumptions_total", "counter",
-             "Streams resumed on another backend after theirs failed mid-stream");
-    for (const auto& [pool, v] : resumptions_) {
-        w.sample("pagoda_router_resumptions_total", {{"pool", pool}}, double(v));
-    }
+             "Streams resumed on another backend after theirs failed mid-stream, by pool and the "
+             "backend that failed");
+    per_backend(w, "pagoda_router_resumptions_total", resumptions_, pools);
     w.family("pagoda_router_shed_requests_total", "counter",
              "Requests refused with 429 because every pool was saturated");
     w.sample("pagoda_router_shed_requests_total", {}, double(shed_));
     w.family("pagoda_router_failed_requests_total", "counter",
              "Requests the router could not serve, by reason");
-    for (const auto& [reason, v] : failed_) {
-        w.sample("pagoda_router_failed_requests_total", {{"reason", reason}}, double(v));
+    for (const char* reason : {"no_backend", "retries_exhausted", "stream_broken"}) {
+        auto it = failed_.find(reason);
+        w.sample("pagoda_router_failed_requests_total", {{"reason", reason}},
+                 double(it == failed_.end() ? 0 : it->second));
+    }
+    w.family("pagoda_router_prewarms_total", "counter",
+             "Pool pre-warms (a full warmup asked of every replica, its effect checked), by "
+             "pool and outcome");
+    for (const auto& [k, v] : prewarms_) {
+        w.sample("pagoda_router_prewarms_total", {{"pool", k.first}, {"outcome", k.second}},
+                 double(v));
     }
 }
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "metrics/metrics.h"
 
@@ -21,12 +22,16 @@ class RouterMetrics {
     void ttft(const std::string& pool, const std::string& backend, double s);
     void itl(const std::string& pool, double s);
     void e2e(const std::string& pool, const std::string& backend, double s);
-    void retry(const std::string& pool);
-    void resumption(const std::string& pool);
+    // `backend`: the one that failed (the request then went to another).
+    void retry(const std::string& pool, const std::string& backend);
+    void resumption(const std::string& pool, const std::string& backend);
     void shed();                             // the router's own 429
     void failed(const std::string& reason);  // a request that could not be served
-    // Appends every family to `w`.
-    void write(metrics::TextWriter& w) const;
+    void prewarm(const std::string& pool, const std::string& outcome);  // ok | failed
+    // Appends every family to `w`; the retry and failure counters have a zero sample for
+    // each of `pools` and each failure reason from the start, so rules and dashboards see
+    // them before the first failure.
+    void write(metrics::TextWriter& w, const std::vector<std::string>& pools) const;
 
   private:
     struct Series {
@@ -40,7 +45,9 @@ class RouterMetrics {
     std::map<std::pair<std::string, std::string>, std::unique_ptr<Series>> series_;
     std::map<std::string, std::unique_ptr<metrics::Histogram>> itl_;
     std::map<std::tuple<std::string, std::string, int>, int64_t> requests_;
-    std::map<std::string, int64_t> retries_, resumptions_, failed_;
+    std::map<std::pair<std::string, std::string>, int64_t> retries_, resumptions_;
+    std::map<std::string, int64_t> failed_;
+    std::map<std::pair<std::string, std::string>, int64_t> prewarms_;  // (pool, outcome)
     int64_t shed_ = 0;
 };
 

@@ -198,8 +198,61 @@ std::optional<http::Reply> OpenAiServer::admin_alerts(const http::Request& req) 
     return std::nullopt;
 }
 
+json faults_json(const model::SimFaults& f) {
+    return {{"memory_pressure", f.memory_pressure},
+            {"slow_factor", f.slow_factor},
+            {"error_rate", f.error_rate},
+            {"crash_after_tokens", f.crash_after_tokens}};
+}
+
+// GET|POST /admin/faults (sim backend, admin key only): faults for rehearsals and tests.
+// POST merges the given fields ({"clear": true} first resets them all); audited in the log.
+http::Reply OpenAiServer::admin_faults(const http::Request& req) {
+    if (cfg_.admin_api_keys.empty()) {
+        return reply(api_error(403,
+                               "fault injection needs an admin key: start the server with "
+                               "--admin-api-key and send it as a bearer token",
+                               "permission_error"));
+    }
+    const model::Model& m = engine_.model();
+    if (!m.simulated()) {
+        return reply(api_error(400, "fault injection needs the simulated backend (--backend sim)",
+                               "invalid_request_error"));
+    }
+    if (req.method == "GET") return reply(json_response(200, faults_json(m.sim_faults())));
+    http::Response err;
+    auto j = parse_body(req, err);
+    if (!j) return reply(err);
+    model::SimFaults f = j->value("clear", false) ? model::SimFaults{} : m.sim_faults();
+    for (const auto& [key, v] : j->items()) {
+        if (key == "clear") continue;
+        if (!v.is_number()) {
+            return bad_request(fmt::format("'{}' must be a number (known: memory_pressure, "
+                                           "slow_factor, error_rate, crash_after_tokens, clear)",
+                                           key),
+                               key);
+        }
+        if (key == "memory_pressure")
+            f.memory_pressure = v.get<double>();
+        else if (key == "slow_factor")
+            f.slow_factor = v.get<double>();
+        else if (key == "error_rate")
+            f.error_rate = v.get<double>();
+        else if (key == "crash_after_tokens")
+            f.crash_after_tokens = v.get<int64_t>();
+        else
+            return bad_request(fmt::format("unknown fault '{}'", key), key);
+    }
+    if (Status st = m.set_sim_faults(f); !st.ok()) return bad_request(st.error().message);
+    log_warn("sim_faults_set remote={} faults={}", req.remote, faults_json(f).dump());
+    return reply(json_response(200, faults_json(f)));
+}
+
 http::Reply OpenAiServer::admin(const http::Request& req) {
     const std::string& p = req.path;
+    if (p == "/admin/faults" && (req.method == "GET" || req.method == "POST")) {
+        return admin_faults(req);
+    }
     if (cfg_.config_admin && p.rfind("/admin/config", 0) == 0) return admin_config(req);
     if (auto r = admin_alerts(req)) return *r;
     if (cfg_.config_admin) {

@@ -1,6 +1,13 @@
 // Built-in chat renderers, for GGUF files that carry no chat template at all (the family is
 // chosen from the vocabulary's special tokens by chat_template.cpp), and the documented
 // default ("System: ...\nUser: ...\nAssistant:", BOS added by the tokenizer).
+//
+// The chat fields a template would render have one generic form here (docs/api.md), never
+// dropped: `tools` and `documents` become a system message before the others ("You can call
+// these tools ..." with each tool's function as one JSON line; "Documents:" with "[i] title:
+// text" per document), an assistant message's `tool_calls` its content followed by the calls
+// as a JSON list of {"name", "parameters"}; `chat_template_kwargs` only mean something to a
+// Jinja template and are refused with a 400 that names --chat-template.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -67,18 +74,71 @@ std::string render_default(const std::vector<Message>& msgs, bool add_generation
     return s;
 }
 
+// The generic system text for tools and documents ("" when there are neither).
+std::string tools_and_documents(const ChatInput& in) {
+    std::string s;
+    if (in.tools.is_array() && !in.tools.empty()) {
+        s += "You can call these tools. To call one, answer with JSON {\"name\": NAME, "
+             "\"parameters\": {...}}:\n";
+        for (const auto& t : in.tools)
+            s += (t.contains("function") ? t["function"] : t).dump() + "\n";
+    }
+    if (in.documents.is_array() && !in.documents.empty()) {
+        s += "Documents:\n";
+        int i = 1;
+        for (const auto& d : in.documents) {
+            const bool obj = d.is_object();
+            const std::string title = obj ? d.value("title", std::string()) : std::string();
+            const std::string text = obj && d.contains("text") && d["text"].is_string()
+                                         ? d["text"].get<std::string>()
+                                     : d.is_string() ? d.get<std::string>()
+                                                     : d.dump();
+            s += fmt::format("[{}] {}{}\n", i++, title.empty() ? "" : title + ": ", text);
+        }
+    }
+    if (!s.empty()) s.pop_back();
+    return s;
+}
+
+// A message's text: its content, and for an assistant's tool calls the calls as JSON.
+std::string message_text(const nlohmann::ordered_json& m) {
+    const auto c = m.find("content");
+    std::string text = c != m.end() && c->is_string() ? c->get<std::string>() : "";
+    const auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array() || calls->empty()) return text;
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const auto& call : *calls) {
+        const auto& f = call.contains("function") ? call["function"] : call;
+        nlohmann::ordered_json args = f.value("arguments", nlohmann::ordered_json::object());
+        if (args.is_string()) {
+            auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+            if (!parsed.is_discarded()) args = parsed;
+        }
+        list.push_back({{"name", f.value("name", "")}, {"parameters", args}});
+    }
+    return text + (text.empty() ? "" : "\n") + list.dump();
+}
+
 }  // namespace
 
-Result<RenderedChat> render_builtin(const std::string& family,
-                                    const nlohmann::ordered_json& messages,
-                                    bool add_generation_prompt) {
+Result<RenderedChat> render_builtin(const std::string& family, const ChatInput& in) {
+    if (in.kwargs.is_object() && !in.kwargs.empty()) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "chat_template_kwargs ({}) need a Jinja chat template: this model has "
+                          "none and its built-in '{}' renderer takes no arguments; give one "
+                          "with --chat-template FILE",
+                          in.kwargs.dump(), family);
+    }
     std::vector<Message> msgs;
-    for (const auto& m : messages) {
+    if (std::string extra = tools_and_documents(in); !extra.empty()) {
+        msgs.push_back({"system", std::move(extra)});
+    }
+    for (const auto& m : in.messages) {
         std::string role = m.value("role", "user");
         if (role == "developer") role = "system";
-        const auto c = m.find("content");
-        msgs.push_back({role, c != m.end() && c->is_string() ? c->get<std::string>() : ""});
+        msgs.push_back({role, message_text(m)});
     }
+    const bool add_generation_prompt = in.add_generation_prompt;
     RenderedChat r;
     r.family = family;
     std::string& s = r.text;

@@ -169,8 +169,7 @@ std::string builtin_family(const tokenizer::Vocab& v) {
 
 }  // namespace
 
-Result<RenderedChat> render_builtin(const std::string& family, const ojson& messages,
-                                    bool add_generation_prompt);
+Result<RenderedChat> render_builtin(const std::string& family, const ChatInput& in);
 
 ChatTemplate::ChatTemplate(const tokenizer::Vocab& vocab, ChatTemplateOptions opts)
     : opts_(std::move(opts)) {
@@ -272,7 +271,7 @@ Result<RenderedChat> ChatTemplate::render(const ChatInput& in) const {
     } else if (!load_error_.empty()) {
         return make_error(ErrorCode::kInvalidArgument, "{}", load_error_);
     }
-    if (t == nullptr) return render_builtin(builtin_, in.messages, in.add_generation_prompt);
+    if (t == nullptr) return render_builtin(builtin_, in);
     PAGODA_ASSIGN_OR_RETURN(std::string text, render_jinja(*t, in));
     return RenderedChat{std::move(text), false, "jinja"};
 }

@@ -87,6 +87,12 @@ class Call : public std::enable_shared_from_this<Call> {
         if (chat_ && pr.tools.choice != ToolChoice::kNone) {
             for (auto& c : choices_) c.tools = std::make_shared<ToolCallStream>(pr.tools);
         }
+        if (!pr.resume_ids.empty()) {  // a resumed stream: what the client already has
+            const std::string before = ctx.engine.model().tokenizer().decode(pr.resume_ids);
+            for (auto& c : choices_) {
+                if (c.tools) (void)c.tools->push(before);
+            }
+        }
         if (token_ids_) prompt_ids_ = pr.prompts;
     }
 
@@ -426,6 +432,7 @@ http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin
         r.prompt_ids = std::move(prompt);
         r.sampling = pr.sampling;
         r.priority = pr.priority;
+        r.resumed_tokens = int32_t(pr.resume_ids.size());
         auto s = ctx.engine.submit(std::move(r));
         if (!s.ok()) {
             call->cancel_all();

@@ -271,6 +271,7 @@ void ServerMetrics::write_memory(metrics::TextWriter& w, const MetricsSources& s
                (st.blocks.total > 0 ? st.blocks.usage * double(src.engine.kv_cache_bytes()) : 0);
         traffic = t.bytes;
         peak = perf->gpu().memory_tbps * 1e12 * m.sim_speed();
+        used = std::max(used, m.sim_faults().memory_pressure * limit);  // an injected fault
     } else {
         used = double(read_process_stats().rss_bytes);
         limit =

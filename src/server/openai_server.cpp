@@ -88,7 +88,7 @@ http::Reply OpenAiServer::route(const http::Request& req, Origin origin) {
                       "authentication_error"));
     }
     const bool api = p.rfind("/v1/", 0) == 0 || p == "/tokenize" || p == "/detokenize";
-    if (api && !authorized(req)) {
+    if (api && origin != Origin::kWarmup && !authorized(req)) {  // warmup runs in process
         return reply(api_error(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
                                "authentication_error"));
     }
@@ -111,9 +111,23 @@ http::Reply OpenAiServer::generate(const http::Request& req, Endpoint endpoint, 
     if (!ready_ && origin != Origin::kWarmup) {
         return reply(api_error(503, "the server is warming up; retry shortly", "server_error"));
     }
+    if (const double rate = engine_.model().sim_faults().error_rate;
+        rate > 0 && origin != Origin::kWarmup && fault_draw_(rate)) {
+        metrics_.requests().count_error(ErrorKind::kInternal);
+        return reply(
+            api_error(500, "injected fault (POST /admin/faults error_rate)", "server_error"));
+    }
     return start_completion(req, endpoint, origin,
                             {engine_, metrics_, in_flight_, cfg_.served_model_name, cfg_.chat.get(),
                              &constraints_, tool_parser_});
+}
+
+bool OpenAiServer::fault_draw_(double rate) {
+    uint64_t x = fault_draws_.fetch_add(1) + 0x9e3779b97f4a7c15ull;  // splitmix64
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return double(x >> 11) * 0x1.0p-53 < rate;
 }
 
 http::Reply OpenAiServer::health() const {

@@ -75,8 +75,10 @@ class OpenAiServer {
     http::Reply admin_config(const http::Request& req);
     std::optional<http::Reply> admin_control(const http::Request& req);
     std::optional<http::Reply> admin_alerts(const http::Request& req);
+    http::Reply admin_faults(const http::Request& req);
     bool authorized(const http::Request& req) const;
     bool admin_authorized(const http::Request& req) const;
+    bool fault_draw_(double rate);  // an injected error for this request? (sim faults)
 
     engine::Engine& engine_;
     ServerConfig cfg_;
@@ -84,6 +86,7 @@ class OpenAiServer {
     ToolParser tool_parser_ = ToolParser::kLlama3Json;
     std::atomic<bool> ready_{false}, draining_{false}, shedding_{false};
     std::atomic<int64_t> in_flight_{0};
+    std::atomic<uint64_t> fault_draws_{0};
     int64_t created_ = 0;
     ServerMetrics metrics_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "grammar/grammar.h"
 #include "scheduler/limits.h"
 #include "server/chat_template.h"
 
@@ -204,6 +205,43 @@ std::optional<RequestError> read_stream_options(const json& j, ParsedRequest& ou
     return std::nullopt;
 }
 
+// resume_token_ids: a streamed request with one prompt and one sample; appended to the
+// prompt (its ids are checked with the prompt's).
+std::optional<RequestError> read_resume(const json& j, ParsedRequest& out) {
+    auto it = j.find("resume_token_ids");
+    if (it == j.end() || it->is_null()) return std::nullopt;
+    const char* param = "resume_token_ids";
+    if (!it->is_array()) return bad("'resume_token_ids' must be a list of token ids", param);
+    if (!out.stream || out.prompts.size() != 1 || out.sampling.n != 1) {
+        return bad(
+            "'resume_token_ids' resumes one streamed sample: it needs \"stream\": true, "
+            "one prompt and n = 1",
+            param);
+    }
+    for (const json& v : *it) {
+        if (!v.is_number_integer()) return bad("'resume_token_ids' must hold integers", param);
+        out.resume_ids.push_back(v.get<int32_t>());
+    }
+    out.prompts[0].insert(out.prompts[0].end(), out.resume_ids.begin(), out.resume_ids.end());
+    return std::nullopt;
+}
+
+// The resumed tokens must be output the request's grammar allows (the engine replays them).
+std::optional<RequestError> check_resume_grammar(const ParsedRequest& out,
+                                                 const tokenizer::Tokenizer& tok) {
+    if (out.resume_ids.empty() || !out.sampling.constraint) return std::nullopt;
+    grammar::Matcher m(out.sampling.constraint->grammar);
+    for (size_t i = 0; i < out.resume_ids.size(); ++i) {
+        if (!m.accept(tok.token_bytes(out.resume_ids[i]))) {
+            return bad(fmt::format("'resume_token_ids' leave the request's {} grammar at token {} "
+                                   "(id {})",
+                                   out.sampling.constraint->kind, i, out.resume_ids[i]),
+                       "resume_token_ids");
+        }
+    }
+    return std::nullopt;
+}
+
 // Every prompt: non-empty, ids in the vocabulary, within the context (scheduler/limits.h).
 std::optional<RequestError> check_prompts(const ParsedRequest& out, bool chat, bool max_given,
                                           const RequestLimits& limits) {
@@ -268,6 +306,7 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(
     if (!e) e = read_logit_bias(j, out.sampling);
     if (!e) e = read_logprobs(j, chat, out);
     if (!e) e = read_stream_options(j, out);
+    if (!e) e = read_resume(j, out);
     if (e) return *e;
     if (Status st = out.sampling.validate(int(limits.vocab_size)); !st.ok()) {
         return bad(st.error().message, "");
@@ -275,6 +314,7 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(
     if (auto pe = check_prompts(out, chat, max_given, limits)) return *pe;
     if (auto fe = check_request_fields(j, chat)) return *fe;
     if (auto se = read_constraint(j, chat, limits, out)) return *se;
+    if (auto re = check_resume_grammar(out, tok)) return *re;
     return out;
 }
 

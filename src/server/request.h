@@ -81,6 +81,11 @@ struct ParsedRequest {
     // vLLM's return_token_ids: choices carry "token_ids" (and "prompt_token_ids"), so a
     // router can resume a broken stream on another replica from the exact tokens.
     bool return_token_ids = false;
+    // Pagoda's resume_token_ids (sent by `pagoda router` when it resumes a broken stream on
+    // this replica): tokens already generated and streamed to the client. They follow the
+    // prompt (prompts[0] ends with them), the grammar and the tool-call parser replay them,
+    // and only what follows is generated and sent.
+    std::vector<int32_t> resume_ids;
     ToolRequest tools;  // chat: tool_choice and how to read calls from the output
 };
 

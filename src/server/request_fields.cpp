@@ -33,7 +33,8 @@ constexpr std::string_view kCommon[] = {"model",
                                         "stream",
                                         "stream_options",
                                         "seed",
-                                        "return_token_ids"};
+                                        "return_token_ids",
+                                        "resume_token_ids"};
 constexpr std::string_view kCompletions[] = {"prompt"};
 // Structured outputs (server/structured.h), on both endpoints.
 constexpr std::string_view kStructured[] = {"response_format", "guided_json",

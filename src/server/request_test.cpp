@@ -180,6 +180,7 @@ TEST_F(RequestTest, BadStructuredOutputsSayWhy) {
 }
 
 TEST_F(RequestTest, ToolsAreCheckedAndForcedCallsConstrained) {
+    limits.max_model_len = 512;  // the built-in renderer writes the tools into the prompt
     const std::string msgs = R"("messages": [{"role": "user", "content": "Weather?"}])";
     const std::string tools =
         R"("tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
@@ -235,6 +236,35 @@ TEST_F(RequestTest, ToolsAreCheckedAndForcedCallsConstrained) {
         auto e = err(c.body.c_str(), true);
         EXPECT_NE(e.message.find(c.says), std::string::npos) << c.body << " -> " << e.message;
     }
+}
+
+TEST_F(RequestTest, ResumeTokenIdsFollowThePromptAndTheGrammar) {
+    // A resumed stream (the router's resume_token_ids): the ids follow the prompt.
+    ParsedRequest p = ok(R"({"prompt": [1, 2], "stream": true, "resume_token_ids": [5, 6]})");
+    EXPECT_EQ(p.prompts[0], (std::vector<int32_t>{1, 2, 5, 6}));
+    EXPECT_EQ(p.resume_ids, (std::vector<int32_t>{5, 6}));
+    EXPECT_EQ(err(R"({"prompt": [1, 2], "resume_token_ids": [5]})").param, "resume_token_ids");
+    EXPECT_EQ(err(R"({"prompt": [1, 2], "stream": true, "resume_token_ids": ["a"]})").param,
+              "resume_token_ids");
+    EXPECT_EQ(err(R"({"prompt": [1, 2], "stream": true, "resume_token_ids": [99999]})").param,
+              "prompt");
+    // With a grammar: the resumed tokens must be output it allows ("{" yes, "hello" no).
+    int32_t brace = -1;
+    for (int32_t t = 0; t < tok->vocab().size() && brace < 0; ++t) {
+        if (tok->token_bytes(t) == "{") brace = t;
+    }
+    ASSERT_GE(brace, 0);
+    const std::string schema = R"("response_format": {"type": "json_object"}, "stream": true)";
+    p = ok(
+        ("{\"prompt\": [1], " + schema + ", \"resume_token_ids\": [" + std::to_string(brace) + "]}")
+            .c_str());
+    EXPECT_EQ(p.resume_ids.size(), 1u);
+    std::string ids;
+    for (int32_t t : tok->encode("hello")) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+    const RequestError e =
+        err(("{\"prompt\": [1], " + schema + ", \"resume_token_ids\": [" + ids + "]}").c_str());
+    EXPECT_NE(e.message.find("leave the request's json_object grammar"), std::string::npos)
+        << e.message;
 }
 
 }  // namespace
