@@ -136,6 +136,12 @@ Result<control::ControlOptions> control_options(const ServeFlags& f) {
     o.guard.rss_fraction = f.oom_guard_rss_fraction;
     if (f.memory_limit.empty()) {
         o.guard.memory_limit_bytes = control::read_cgroup_memory_limit();
+        if (o.guard.memory_limit_bytes == 0 && f.backend != "sim") {
+            log_warn(
+                "oom_guard rss=off reason=\"no memory limit: no cgroup v2 memory.max and no "
+                "--memory-limit; the guard watches free KV blocks and preemptions only (give "
+                "--memory-limit 8GiB to watch the resident set too)\"");
+        }
     } else {
         auto m = parse_memory(f.memory_limit);
         if (!m.ok()) return Error{m.error().code, "--memory-limit: " + m.error().message};
@@ -282,7 +288,10 @@ int run_serve(const ServeFlags& f) {
     log_info("tool_call_parser={}{}",
              server::tool_parser_name(
                  sc.tool_parser.value_or(server::detect_tool_parser(sc.chat->source()))),
-             sc.tool_parser ? "" : " (from the chat template)");
+             sc.tool_parser        ? ""
+             : sc.chat->built_in() ? " (the default: the model has no chat template to detect one "
+                                     "from; --tool-call-parser sets it)"
+                                   : " (from the chat template)");
     auto plane = control::ControlPlane::open(**eng, *ctl);
     if (!plane.ok()) return fail(plane.error());
     (*plane)->set_full_warmup([e = eng->get(), mm = m->get()]() -> Result<std::string> {

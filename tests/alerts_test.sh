@@ -40,6 +40,13 @@ python3 "$SRC/tests/e2e/webhook_receiver.py" "$TMP/hooks.jsonl" "$TMP/hook.port"
 PIDS+=("$!")
 for _ in $(seq 50); do [ -f "$TMP/hook.port" ] && break; sleep 0.1; done
 HOOK_URL="http://127.0.0.1:$(cat "$TMP/hook.port")/alerts"
+# A webhook that accepts the connection and never answers (each try waits --hook-timeout).
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+open(sys.argv[1], "w").write(str(s.getsockname()[1])); time.sleep(600)' "$TMP/hang.port" &
+PIDS+=("$!")
+for _ in $(seq 50); do [ -s "$TMP/hang.port" ] && break; sleep 0.1; done
+HANG_URL="http://127.0.0.1:$(cat "$TMP/hang.port")/alerts"
 cat >"$TMP/hook.sh" <<'SH'
 #!/bin/sh
 # Records the alert JSON from stdin and the PAGODA_ALERT_* environment.
@@ -116,8 +123,9 @@ severity = "critical"
 summary = "queue wait p90 above 50 ms"
 TOML
 S2="$TMP/s-crit"
+# Its webhook hangs (3 tries of 10 s): the critical hook must not wait behind it.
 start_server "$TMP/crit.log" --state-dir "$S2" --rules "$TMP/crit.toml" --stable-window 1s \
-    --hook-critical "$TMP/hook.sh" --max-num-seqs 64 || exit 1
+    --hook-critical "$TMP/hook.sh" --max-num-seqs 64 --alert-webhook "$HANG_URL" || exit 1
 if wait_for 10 'd["stable"]' /admin/config; then ok "version 1 turns stable"; else bad "version 1 stable" "$(curl -s "$(URL /admin/config)")"; fi
 load 12 16 32
 sleep 1
@@ -215,10 +223,13 @@ if wait_for 10 'any(a["state"] == "firing" for a in d["alerts"])' /admin/alerts;
 wait "$LOAD_PID"
 sleep 1
 audit alert_action
-expect_eq "dry-run: each action audited as it would have run" "$(jq_ 'sorted(set(e["detail"]["action"] + ":" + e["detail"]["result"] for e in d["events"]))' <"$TMP/audit")" "['knob_step:dry_run', 'report:dry_run', 'webhook:dry_run']"
+expect_eq "dry-run: each action audited as it would have run; the webhook to humans sent" "$(jq_ 'sorted(set(e["detail"]["action"] + ":" + e["detail"]["result"] for e in d["events"]))' <"$TMP/audit")" "['knob_step:dry_run', 'report:dry_run', 'webhook:ok']"
 expect_eq "dry-run: the config is untouched" "$(req GET /admin/config >/dev/null; jq_ '(d["id"], d["value"]["max_num_seqs"])' <"$TMP/body")" "(1, 40)"
 expect_eq "dry-run: no report written" "$(ls "$TMP/s-dry/reports" 2>/dev/null | wc -l)" "0"
-expect_eq "dry-run: no webhook sent" "$(wc -l <"$TMP/hooks.jsonl")" "$lines_before"
+expect_eq "dry-run: the webhook went out, marked dry-run" "$(tail -n +$((lines_before + 1)) "$TMP/hooks.jsonl" | python3 -c '
+import json, sys
+b = [json.loads(l)["body"] for l in sys.stdin]
+print(len(b) > 0 and all(x["alert"]["mode"] == "dry-run" and x["text"].startswith("(dry-run: no action taken) ") for x in b))')" "True"
 
 # 5a. Reloads (on the dry-run server): a bad file is refused with file:line:key and the running rules stay.
 printf '[[rule]]\nname = "X"\nexpr = "rate(nope_total[1m]) > 1"\n' >"$TMP/warn-dry.toml"
@@ -247,6 +258,8 @@ expect_eq "a missing rule file stops the start" "$?" "1"
 printf '[[rule]]\nname = "A"\nexpr = "memory_usage_perc > 0.5"\nseverity = "fatal"\n' >"$TMP/bad.toml"
 "$BIN" serve -m "$MODEL" --port 0 --rules "$TMP/bad.toml" 2>"$TMP/bad.log"
 expect_in "a bad severity names file:line:key and what is allowed" "bad.toml:4:rule\[0\].severity: must be warning, critical or severe" "$TMP/bad.log"
+"$BIN" serve -m "$MODEL" --port 0 --hook-severe https://dr.example/switch 2>"$TMP/bad.log"
+expect_in "an https hook is refused at start, saying what works" "--hook-severe: 'https://dr.example/switch': https is not supported; give an http:// URL" "$TMP/bad.log"
 "$BIN" rules check "$TMP/bad.toml" >/dev/null 2>&1
 expect_eq "pagoda rules check exits 2 on it" "$?" "2"
 

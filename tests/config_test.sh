@@ -18,6 +18,7 @@ req() {  # METHOD PATH [BODY] [curl args...]: body to $TMP/body, prints the stat
 STATE="$TMP/replica-state"
 
 start_server "$TMP/c1.log" --block-size-policy static --state-dir "$STATE" --api-key inference-key || exit 1
+expect_in "the start-up API warmup runs with --api-key set" "api_requests_ok=4/4" "$TMP/c1.log"
 
 # 1. The first start is version 1, from the flags.
 expect_eq "GET /admin/config" "$(req GET /admin/config)" "200"
@@ -111,6 +112,9 @@ expect_eq "pagoda config set" "$(jq_ '(d["id"], d["reason"], d["value"]["max_num
 expect_eq "pagoda config history" "$(jq_ '[v["id"] for v in d["versions"]]' <"$TMP/cli.out")" "[2, 1]"
 "$BIN" config rollback --url "$(URL '')" --admin-api-key admin-key --to 1 >"$TMP/cli.out" 2>&1
 expect_eq "pagoda config rollback" "$(jq_ '(d["id"], d["value"]["max_num_seqs"])' <"$TMP/cli.out")" "(3, 256)"
+expect_eq "a person's set and rollback are in the audit log" "$(req GET '/admin/audit?limit=50' '' -H 'Authorization: Bearer admin-key' >/dev/null; jq_ '[(e["kind"], e["detail"]["outcome"], e["detail"].get("version")) for e in reversed(d["events"]) if e["kind"].startswith("config_")]' <"$TMP/body")" "[('config_change', 'ok', 2), ('config_rollback', 'ok', 3)]"
+PAGODA_ADMIN_API_KEY=admin-key "$BIN" config set --url "$(URL '')" kv_cache_memory=128MiB >"$TMP/cli.out" 2>&1
+expect_eq "config set takes units as the flag does" "$(jq_ 'd["value"]["kv_cache_memory"]' <"$TMP/cli.out")" "134217728"
 "$BIN" config set --url "$(URL '')" --admin-api-key admin-key max_num_seqs >"$TMP/cli.out" 2>&1; rc=$?
 expect_eq "a malformed KEY=VALUE exits 2" "$rc" "2"
 expect_in "naming the argument" "'max_num_seqs' is not KEY=VALUE" "$TMP/cli.out"

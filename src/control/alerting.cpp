@@ -190,7 +190,9 @@ void Alerting::dispatch(const AlertRule& rule, const AlertStatus& s, int64_t now
     const Automation m = mode();
     if (m != Automation::kOn) {
         const std::string result = m == Automation::kDryRun ? "dry_run" : "paused";
+        const bool notify = rule.has(Action::kWebhook) && !o_.webhook_url.empty();
         for (Action a : rule.actions) {
+            if (a == Action::kWebhook && notify) continue;  // sent below, audited when done
             json d = {{"rule", rule.name}, {"action", action_name(a)}, {"result", result}};
             if (a == Action::kKnobStep && rule.knob) {
                 const int64_t cur = knob_value(engine_.knobs(), rule.knob->knob);
@@ -203,7 +205,7 @@ void Alerting::dispatch(const AlertRule& rule, const AlertStatus& s, int64_t now
             count(action_name(a), result);
         }
         // The webhook to humans still goes out, marked with the mode (alert_json's "mode").
-        if (rule.has(Action::kWebhook) && !o_.webhook_url.empty()) {
+        if (notify) {
             send_out(rule, s, "firing", false, now_ms);
         }
         return;

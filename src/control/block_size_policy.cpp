@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -304,6 +305,33 @@ MeasuredDecision measured_decide(const LengthHistogram& lengths, const Calibrati
                                best->block_size, best->cost, current->cost, in.current_block);
     }
     return d;
+}
+
+RelayoutEconomics relayout_economics(double cost_current_us, double cost_choice_us,
+                                     double decode_tokens_per_s, double horizon_s,
+                                     int64_t recompute_tokens, double prefill_tokens_per_s) {
+    RelayoutEconomics e;
+    e.decode_tokens_per_s = std::max(decode_tokens_per_s, 0.0);
+    e.prefill_tokens_per_s = std::max(prefill_tokens_per_s, 0.0);
+    e.horizon_s = std::max(horizon_s, 0.0);
+    e.recompute_tokens = std::max<int64_t>(recompute_tokens, 0);
+    e.saving_s = (cost_current_us - cost_choice_us) * 1e-6 * e.decode_tokens_per_s * e.horizon_s;
+    if (e.recompute_tokens > 0) {
+        // No prefill measured yet: the cost is unknown, so it is not worth it.
+        e.cost_s = e.prefill_tokens_per_s > 0 ? double(e.recompute_tokens) / e.prefill_tokens_per_s
+                                              : std::numeric_limits<double>::infinity();
+    }
+    return e;
+}
+
+json RelayoutEconomics::to_json() const {
+    return {{"saving_s", saving_s},
+            {"cost_s", std::isfinite(cost_s) ? json(cost_s) : json("unknown")},
+            {"net_s", std::isfinite(cost_s) ? json(net_s()) : json(nullptr)},
+            {"recompute_tokens", recompute_tokens},
+            {"decode_tokens_per_s", decode_tokens_per_s},
+            {"prefill_tokens_per_s", prefill_tokens_per_s},
+            {"horizon_s", horizon_s}};
 }
 
 }  // namespace pagoda::control

@@ -74,6 +74,8 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::open(engine::Engine& engine,
             cp->decide_locked(now);  // starts from the stored distribution
         }
         cp->last_decision_ms_ = now;
+        cp->gen_tokens_seen_ = cp->engine_.stats()->generation_tokens;
+        cp->gen_seen_ms_ = now;
     }
     return cp;
 }
@@ -161,7 +163,8 @@ void ControlPlane::tick(int64_t now_ms) {
             log_warn("config_tick_failed error=\"{}\"", s.error().message);
         }
         if (o_.policy != BlockSizePolicy::kStatic &&
-            now_ms - last_decision_ms_ >= o_.decide_every_ms) {
+            (now_ms - last_decision_ms_ >= o_.decide_every_ms ||
+             (retry_decision_ms_ > 0 && now_ms >= retry_decision_ms_))) {
             decide_locked(now_ms);
         }
     }

@@ -96,7 +96,10 @@ class ControlPlane {
     // `seed`: measure the kernels again and refit the scaling factor to the measured best
     // block for the current distribution (every --recalibrate-every). mu_ held.
     void recalibrate_seed(int64_t now_ms);
-    json decide_locked(int64_t now_ms);      // mu_ held
+    json decide_locked(int64_t now_ms);  // mu_ held
+    // Whether changing to `choice` pays for its re-layout now (mu_ held); fills d["economics"].
+    bool worth_relayout(const MeasuredDecision& md, int current, int choice, int64_t now_ms,
+                        json& d, std::string& reason);
     MeasuredInputs measured_inputs() const;  // the live pool and recent peaks; mu_ held
     void guard_tick(int64_t now_ms);         // mu_ held
     void warm_tick(int64_t now_ms);          // mu_ held
@@ -119,6 +122,10 @@ class ControlPlane {
     int64_t calibrated_at_ms_ = 0;
     double seed_scaling_ = 0.15;
     int64_t last_decision_ms_ = 0, last_policy_change_ms_ = 0;
+    // A change deferred because the re-layout would cost more than it saves now: decided
+    // again at this time (a quieter moment may come sooner than the decision interval).
+    int64_t retry_decision_ms_ = 0;
+    int64_t gen_tokens_seen_ = -1, gen_seen_ms_ = 0;  // the decode rate between decisions
     json last_decision_;
     int64_t peak_running_ = 0;
     double peak_kv_usage_ = 0;

@@ -1,6 +1,8 @@
 // ControlPlane: the block-size decision, the OOM guard's tick, reports and metrics.
 #include <fmt/core.h>
 
+#include <cmath>
+
 #include "base/log.h"
 #include "control/control_plane.h"
 #include "metrics/metrics.h"
@@ -34,8 +36,39 @@ MeasuredInputs ControlPlane::measured_inputs() const {
     return in;
 }
 
+// The decode rate since the last decision and the prefill rate so far, from the engine's
+// published counters, and what re-laying out now would cost against what it would save.
+bool ControlPlane::worth_relayout(const MeasuredDecision& md, int current, int choice,
+                                  int64_t now_ms, json& d, std::string& reason) {
+    const double cc = cost_of(md, current), cn = cost_of(md, choice);
+    if (!(cc > 0 && cn > 0)) return true;  // no calibration to weigh it with
+    const auto st = engine_.stats();
+    const double since_s = double(now_ms - gen_seen_ms_) / 1000.0;
+    const double decode_rate = gen_tokens_seen_ >= 0 && since_s > 0
+                                   ? double(st->generation_tokens - gen_tokens_seen_) / since_s
+                                   : 0.0;
+    const double prefill_s = st->total_time.forward_s - st->decode_steps_s;
+    const double prefill_rate = prefill_s > 0 ? double(st->prompt_tokens) / prefill_s : 0.0;
+    const RelayoutEconomics e =
+        relayout_economics(cc, cn, decode_rate, double(o_.cooldown_ms) / 1000.0,
+                           st->blocks.filled_slots, prefill_rate);
+    d["economics"] = e.to_json();
+    if (e.net_s() > 0 || (e.cost_s == 0 && e.saving_s >= 0)) return true;
+    retry_decision_ms_ = now_ms + std::min<int64_t>(60'000, o_.decide_every_ms);
+    reason += fmt::format(
+        "; deferred: re-laying out now costs {} of compute ({} tokens of {} running sequences "
+        "to recompute) against {:.1f} s saved over the {} s cooldown; decided again in {} s, "
+        "waiting for a quieter moment",
+        std::isfinite(e.cost_s) ? fmt::format("{:.1f} s", e.cost_s)
+                                : std::string("an unknown time"),
+        e.recompute_tokens, st->queue.running, e.saving_s, o_.cooldown_ms / 1000,
+        (retry_decision_ms_ - now_ms) / 1000);
+    return false;
+}
+
 json ControlPlane::decide_locked(int64_t now_ms) {
     last_decision_ms_ = now_ms;
+    retry_decision_ms_ = 0;
     const int current = cm_->current().value.layout.block_size;
     std::string window;
     const LengthHistogram& w = stats_.window_for(now_ms, o_.min_samples, &window);
@@ -86,6 +119,12 @@ json ControlPlane::decide_locked(int64_t now_ms) {
             act = false;
             reason += fmt::format("; in cooldown for {} s more", cool_left / 1000);
         }
+        if (act && cal_) act = worth_relayout(md, current, choice, now_ms, d, reason);
+    }
+    {
+        const auto st = engine_.stats();
+        gen_tokens_seen_ = st->generation_tokens;
+        gen_seen_ms_ = now_ms;
     }
     d["choice"] = choice;
     std::string action = "kept";

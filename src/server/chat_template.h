@@ -64,6 +64,8 @@ class ChatTemplate {
     // The template's text, or for a built-in renderer its family's markers (what tool-call
     // parsing is chosen from).
     const std::string& source() const { return source_; }
+    // No template: a built-in renderer (chat_builtin.cpp) renders chats.
+    bool built_in() const { return compiled_ == nullptr && load_error_.empty(); }
 
     Result<RenderedChat> render(const ChatInput& in) const;
 
