@@ -97,6 +97,23 @@ TEST(ConfigStore, VersionsRoundTripStableMarksAndRollbackTarget) {
     EXPECT_FALSE(s.get(9)->has_value());
 }
 
+TEST(StateDb, OneProcessADirectoryAndTheSecondIsToldWhoHoldsIt) {
+    const std::string dir = fresh_dir("locked");
+    auto first = StateDb::open(dir);
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    // A second opener (here the same process; another process gets the same answer).
+    auto second = StateDb::open(dir);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.error().code, ErrorCode::kConflict);
+    const std::string& m = second.error().message;
+    EXPECT_NE(m.find(dir + " is in use by pid " + std::to_string(::getpid())), std::string::npos)
+        << m;
+    EXPECT_NE(m.find("--state-dir"), std::string::npos) << m;
+    // Released with its holder: the next one opens it.
+    first->reset();
+    EXPECT_TRUE(StateDb::open(dir).ok());
+}
+
 TEST(StateDb, CorruptFileIsAClearError) {
     const std::string dir = fresh_dir("corrupt");
     std::filesystem::create_directories(dir);
