@@ -308,29 +308,27 @@ MeasuredDecision measured_decide(const LengthHistogram& lengths, const Calibrati
 }
 
 RelayoutEconomics relayout_economics(double cost_current_us, double cost_choice_us,
-                                     double decode_tokens_per_s, double horizon_s,
-                                     int64_t recompute_tokens, double prefill_tokens_per_s) {
+                                     double decode_tokens_per_s, double horizon_s, int64_t tokens,
+                                     double seconds_per_token) {
     RelayoutEconomics e;
     e.decode_tokens_per_s = std::max(decode_tokens_per_s, 0.0);
-    e.prefill_tokens_per_s = std::max(prefill_tokens_per_s, 0.0);
     e.horizon_s = std::max(horizon_s, 0.0);
-    e.recompute_tokens = std::max<int64_t>(recompute_tokens, 0);
+    e.tokens = std::max<int64_t>(tokens, 0);
+    e.seconds_per_token = std::max(seconds_per_token, 0.0);
     e.saving_s = (cost_current_us - cost_choice_us) * 1e-6 * e.decode_tokens_per_s * e.horizon_s;
-    if (e.recompute_tokens > 0) {
-        // No prefill measured yet: the cost is unknown, so it is not worth it.
-        e.cost_s = e.prefill_tokens_per_s > 0 ? double(e.recompute_tokens) / e.prefill_tokens_per_s
-                                              : std::numeric_limits<double>::infinity();
-    }
+    if (e.tokens > 0) e.cost_s = double(e.tokens) * e.seconds_per_token;  // inf: unknown
     return e;
 }
 
 json RelayoutEconomics::to_json() const {
+    const bool known = std::isfinite(cost_s);
     return {{"saving_s", saving_s},
-            {"cost_s", std::isfinite(cost_s) ? json(cost_s) : json("unknown")},
-            {"net_s", std::isfinite(cost_s) ? json(net_s()) : json(nullptr)},
-            {"recompute_tokens", recompute_tokens},
+            {"cost_s", known ? json(cost_s) : json("unknown")},
+            {"net_s", known ? json(net_s()) : json(nullptr)},
+            {"tokens", tokens},
+            {"seconds_per_token",
+             std::isfinite(seconds_per_token) ? json(seconds_per_token) : json("unknown")},
             {"decode_tokens_per_s", decode_tokens_per_s},
-            {"prefill_tokens_per_s", prefill_tokens_per_s},
             {"horizon_s", horizon_s}};
 }
 

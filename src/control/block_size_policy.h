@@ -114,22 +114,26 @@ inline constexpr double kMinPlanPressure = 0.25;
 
 // ---- the re-layout's economics -----------------------------------------------------------
 // A re-layout pays for itself when the attention time it saves until the next change may
-// come (the horizon: the cooldown) exceeds what it costs now: Engine::apply_relayout
-// preempts every running sequence, whose KV is then recomputed. Both in engine seconds:
+// come (the horizon: the cooldown) exceeds what it costs now. Both in engine seconds:
 // saving = (cost per sequence and decode step now - with the choice) x decode tokens per
 // second (the recent average, so a quiet moment after a busy hour still expects its
-// traffic back) x horizon; cost = the tokens in the KV now / the measured prefill rate.
-// At a quiet moment the cost is small and the change goes ahead; under load it waits.
+// traffic back) x horizon; cost = the tokens in the KV now x the seconds each costs to
+// carry over: copied into the new layout (Engine::apply_relayout, a block-size change:
+// the KV bytes per token over kRelayoutCopyBytesPerSecond) or, where it cannot be copied,
+// recomputed (over the measured prefill rate). Under load a change that does not pay waits
+// and is decided again each minute, so it lands at a quiet moment.
+inline constexpr double kRelayoutCopyBytesPerSecond = 2e9;  // slot-by-slot memcpy, busy host
 struct RelayoutEconomics {
     double saving_s = 0, cost_s = 0;
-    int64_t recompute_tokens = 0;
-    double decode_tokens_per_s = 0, prefill_tokens_per_s = 0, horizon_s = 0;
+    int64_t tokens = 0;            // in the KV now: what the re-layout carries over
+    double seconds_per_token = 0;  // copy or recompute; infinite when unknown
+    double decode_tokens_per_s = 0, horizon_s = 0;
     double net_s() const { return saving_s - cost_s; }
     json to_json() const;
 };
 RelayoutEconomics relayout_economics(double cost_current_us, double cost_choice_us,
-                                     double decode_tokens_per_s, double horizon_s,
-                                     int64_t recompute_tokens, double prefill_tokens_per_s);
+                                     double decode_tokens_per_s, double horizon_s, int64_t tokens,
+                                     double seconds_per_token);
 
 MeasuredDecision measured_decide(const LengthHistogram& lengths, const Calibration& cal,
                                  const MeasuredInputs& in);

@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <cmath>
+#include <limits>
 
 #include "base/log.h"
 #include "control/control_plane.h"
@@ -56,12 +57,12 @@ bool ControlPlane::worth_relayout(const MeasuredDecision& md, int current, int c
     if (e.net_s() > 0 || (e.cost_s == 0 && e.saving_s >= 0)) return true;
     retry_decision_ms_ = now_ms + std::min<int64_t>(60'000, o_.decide_every_ms);
     reason += fmt::format(
-        "; deferred: re-laying out now costs {} of compute ({} tokens of {} running sequences "
-        "to recompute) against {:.1f} s saved over the {} s cooldown; decided again in {} s, "
-        "waiting for a quieter moment",
-        std::isfinite(e.cost_s) ? fmt::format("{:.1f} s", e.cost_s)
+        "; deferred: re-laying out now costs {} (the KV of {} tokens in {} running sequences to "
+        "copy) against {:.2f} s saved over the {} s cooldown; decided again in {} s, waiting "
+        "for a quieter moment",
+        std::isfinite(e.cost_s) ? fmt::format("{:.2f} s", e.cost_s)
                                 : std::string("an unknown time"),
-        e.recompute_tokens, st->queue.running, e.saving_s, o_.cooldown_ms / 1000,
+        e.tokens, st->queue.running, e.saving_s, o_.cooldown_ms / 1000,
         (retry_decision_ms_ - now_ms) / 1000);
     return false;
 }

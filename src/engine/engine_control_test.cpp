@@ -19,8 +19,10 @@ namespace {
 
 using namespace test_util;
 
-// KV re-layout between steps: running sequences are recomputed in the new pool and greedy
-// outputs do not change; a pool a live sequence cannot fit is refused and the old one serves.
+// KV re-layout between steps: running sequences keep their computed tokens (their K/V is
+// copied into the new block size) or, when the dtype changes, are recomputed in the new pool;
+// greedy outputs do not change either way; a pool a live sequence cannot fit is refused and
+// the old one serves.
 TEST(EngineRelayout, UnderLoadKeepsGreedyOutputsAndRefusesWhatCannotFit) {
     set_log_level(LogLevel::kWarn);
     model::Model& m = stories();
@@ -32,8 +34,8 @@ TEST(EngineRelayout, UnderLoadKeepsGreedyOutputsAndRefusesWhatCannotFit) {
     for (const auto& p : prompts) ss.push_back(*(*e)->submit(greedy(p, 40)));
     // The first re-layout finds the requests queued; the next ones find them running.
     kvcache::KvCacheConfig kv = (*e)->kv_config();
-    int64_t preempted = 0;
-    for (int bs : {48, 8, 32}) {
+    int64_t preempted = 0, moved = 0, copied = 0;
+    for (int bs : {48, 8, 16, 32}) {
         kv.block_size = bs;
         kv.num_blocks = 0;
         kv.memory_bytes = 8 << 20;
@@ -42,8 +44,12 @@ TEST(EngineRelayout, UnderLoadKeepsGreedyOutputsAndRefusesWhatCannotFit) {
         EXPECT_EQ(rep->block_size, bs);
         EXPECT_EQ((*e)->kv_block_size(), bs);
         preempted += rep->sequences;
+        moved += rep->moved_sequences;
+        copied += rep->copied_tokens;
     }
-    EXPECT_GT(preempted, 0) << "re-layouts happened while sequences ran";
+    EXPECT_GT(moved, 0) << "re-layouts happened while sequences ran, and copied them over";
+    EXPECT_GT(copied, moved);
+    EXPECT_EQ(preempted, 0) << "the same dtype: nothing recomputed";
     // Too small for a live 100-token sequence: refused, the 32-token pool keeps serving.
     auto long_one = (*e)->submit(greedy(random_prompts(m, 1, 20, 20, 99)[0], 100));
     ASSERT_TRUE(long_one.ok());

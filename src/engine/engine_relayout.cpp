@@ -1,7 +1,9 @@
 // Engine::apply_relayout: a new KV pool with another block size, dtype or size, between two
-// steps. Mechanism: recompute preemption of every running sequence into the rebuilt pool
-// (the scheduler's preemption path), so nothing is copied between layouts and greedy
-// outputs stay identical (they do not depend on the block size). Engine thread only.
+// steps. With the same dtype the running sequences keep their computed tokens: their K/V
+// is copied slot by slot into the new layout (Scheduler::move_all); a sequence that does
+// not fit, and every one when the dtype changes, is preempted for recompute (the
+// scheduler's preemption path). Either way greedy outputs stay identical (they do not
+// depend on the block size, and a copy is bit for bit). Engine thread only.
 #include "base/log.h"
 #include "engine/engine.h"
 
@@ -24,8 +26,17 @@ Result<RelayoutReport> Engine::apply_relayout(const kvcache::KvCacheConfig& kv) 
     auto new_pool = std::make_unique<kvcache::KvPool>(std::move(pool).value());
     auto new_blocks = std::make_unique<kvcache::BlockManager>(
         new_pool->num_blocks(), new_pool->block_size(), cfg_.enable_prefix_caching);
-    const scheduler::Scheduler::Evicted evicted = sched_->preempt_all();
-    sched_->rebind(*new_blocks);
+    scheduler::Scheduler::Evicted evicted;
+    scheduler::Scheduler::Moved moved;
+    if (new_pool->dtype() == pool_->dtype()) {
+        moved = sched_->move_all(
+            *new_blocks, [&](const kvcache::BlockTable& from, const kvcache::BlockTable& to,
+                             int64_t n) { new_pool->copy_tokens_from(*pool_, from, to, n); });
+        evicted = moved.evicted;
+    } else {
+        evicted = sched_->preempt_all();
+        sched_->rebind(*new_blocks);
+    }
     blocks_ = std::move(new_blocks);
     pool_ = std::move(new_pool);  // the old pool is freed here
     kv_block_size_.store(pool_->block_size());
@@ -42,13 +53,15 @@ Result<RelayoutReport> Engine::apply_relayout(const kvcache::KvCacheConfig& kv) 
     rep.num_blocks = pool_->num_blocks();
     rep.sequences = evicted.sequences;
     rep.recompute_tokens = evicted.recompute_tokens;
+    rep.moved_sequences = moved.sequences;
+    rep.copied_tokens = moved.tokens;
     rep.pause_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     log_info(
-        "kv_relayout block_size={} kv_blocks={} kv_dtype={} kv_mib={:.1f} preempted={} "
-        "recompute_tokens={} pause_ms={:.2f}",
+        "kv_relayout block_size={} kv_blocks={} kv_dtype={} kv_mib={:.1f} moved={} "
+        "copied_tokens={} preempted={} recompute_tokens={} pause_ms={:.2f}",
         rep.block_size, rep.num_blocks, kvcache::kv_dtype_name(pool_->dtype()),
-        double(pool_->total_bytes()) / (1 << 20), rep.sequences, rep.recompute_tokens,
-        rep.pause_seconds * 1e3);
+        double(pool_->total_bytes()) / (1 << 20), rep.moved_sequences, rep.copied_tokens,
+        rep.sequences, rep.recompute_tokens, rep.pause_seconds * 1e3);
     return rep;
 }
 

@@ -29,6 +29,8 @@ struct RelayoutReport {
     int64_t num_blocks = 0;
     int64_t sequences = 0;         // running sequences preempted into the new pool
     int64_t recompute_tokens = 0;  // their computed tokens, to be computed again
+    int64_t moved_sequences = 0;   // running sequences whose K/V was copied over instead
+    int64_t copied_tokens = 0;     // their computed tokens, kept
     double pause_seconds = 0;      // engine thread time of the switch (allocation included)
 };
 

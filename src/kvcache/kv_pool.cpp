@@ -97,6 +97,42 @@ void KvPool::copy_block(BlockId src_id, BlockId dst_id) {
     }
 }
 
+void KvPool::copy_tokens_from(const KvPool& from, const std::vector<int32_t>& from_table,
+                              const std::vector<int32_t>& to_table, int64_t tokens) {
+    PAGODA_CHECK(from.dtype() == dtype() && from.num_layers_ == num_layers_ &&
+                 from.num_kv_heads_ == num_kv_heads_ && from.head_dim_ == head_dim_)
+        << "KV copy between pools of different shapes";
+    if (cfg_.virtual_memory || from.cfg_.virtual_memory) return;
+    const size_t fb = size_t(from.block_size()), tb = size_t(block_size());
+    PAGODA_CHECK(from_table.size() * fb >= size_t(tokens) && to_table.size() * tb >= size_t(tokens))
+        << "block tables shorter than " << tokens << " tokens";
+    // Inside a block and head (kernels/cpu/ops.cpp kv_write): K is [head_dim][slot] (one
+    // column per token), V is [slot][head_dim] (one row per token).
+    const size_t esz = kernels::kv_dtype_bytes(dtype()), hd = size_t(head_dim_);
+    const size_t heads = size_t(num_kv_heads_);
+    for (int l = 0; l < num_layers_; ++l) {
+        const kernels::PagedKv a = from.layer(l), b = layer(l);
+        const auto* ks = static_cast<const uint8_t*>(a.k);
+        const auto* vs = static_cast<const uint8_t*>(a.v);
+        auto* kd = static_cast<uint8_t*>(b.k);
+        auto* vd = static_cast<uint8_t*>(b.v);
+        for (int64_t t = 0; t < tokens; ++t) {
+            const size_t fblock = size_t(from_table[size_t(t) / fb]), fslot = size_t(t) % fb;
+            const size_t tblock = size_t(to_table[size_t(t) / tb]), tslot = size_t(t) % tb;
+            for (size_t h = 0; h < heads; ++h) {
+                const size_t fhead = (fblock * heads + h) * fb * hd;  // elements
+                const size_t thead = (tblock * heads + h) * tb * hd;
+                std::memcpy(vd + (thead + tslot * hd) * esz, vs + (fhead + fslot * hd) * esz,
+                            hd * esz);
+                for (size_t d = 0; d < hd; ++d) {
+                    std::memcpy(kd + (thead + d * tb + tslot) * esz,
+                                ks + (fhead + d * fb + fslot) * esz, esz);
+                }
+            }
+        }
+    }
+}
+
 BlockAllocator::BlockAllocator(int64_t num_blocks) : total_(num_blocks) {
     free_.reserve(size_t(num_blocks));
     for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));

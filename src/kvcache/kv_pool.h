@@ -52,6 +52,11 @@ class KvPool {
     kernels::PagedKv layer(int l) const;
     // Copies block `src` into block `dst` in every layer, K and V (copy-on-write).
     void copy_block(BlockId src, BlockId dst);
+    // Copies the K/V of the first `tokens` positions of a sequence from `from` (its block
+    // table `from_table` there) into this pool (`to_table`): the KV re-layout that keeps the
+    // computed tokens. Same dtype, layers and heads; any block sizes. No-op on a virtual pool.
+    void copy_tokens_from(const KvPool& from, const std::vector<int32_t>& from_table,
+                          const std::vector<int32_t>& to_table, int64_t tokens);
     // Faults in the whole pool now (contents unchanged); false where the kernel cannot.
     bool populate() const { return memory_.populate(); }
 

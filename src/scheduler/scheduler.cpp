@@ -83,6 +83,45 @@ Scheduler::Evicted Scheduler::preempt_all() {
     return out;
 }
 
+Scheduler::Moved Scheduler::move_all(
+    kvcache::BlockManager& to,
+    const std::function<void(const kvcache::BlockTable&, const kvcache::BlockTable&, int64_t)>&
+        copy) {
+    Moved out;
+    std::vector<Sequence*> moved, evict;
+    for (Sequence* s : running_) {
+        const int64_t n = s->num_computed;
+        if (n <= 0 || !blocks_->has(s->id)) {
+            evict.push_back(s);
+            continue;
+        }
+        const std::span<const int32_t> toks(s->tokens.data(), size_t(n));
+        // Nothing is published in `to` before every sequence has moved: no prefix hits.
+        const kvcache::AllocationCheck c = to.check_allocate(toks, s->cache_salt, 0);
+        if (!c.fits || c.cached_tokens > 0) {
+            evict.push_back(s);
+            continue;
+        }
+        to.allocate(s->id, toks, s->cache_salt);
+        copy(blocks_->table(s->id), to.table(s->id), n);
+        blocks_->free(s->id);
+        moved.push_back(s);
+        out.sequences += 1;
+        out.tokens += n;
+    }
+    for (Sequence* v : evict) {
+        out.evicted.sequences += 1;
+        out.evicted.recompute_tokens += v->num_computed;
+        requeue(v);
+    }
+    rebind(to);
+    for (Sequence* s : moved) {
+        to.publish(s->id, std::span<const int32_t>(s->tokens.data(), size_t(s->num_computed)),
+                   s->num_computed);
+    }
+    return out;
+}
+
 void Scheduler::rebind(kvcache::BlockManager& blocks) {
     for (const auto& [id, s] : seqs_) {
         PAGODA_CHECK(!blocks_->has(id)) << "sequence " << id << " still holds blocks";

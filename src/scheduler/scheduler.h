@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -143,6 +144,17 @@ class Scheduler {
     };
     Status check_fits(int block_size, int64_t num_blocks) const;
     Evicted preempt_all();
+    // The re-layout that keeps computed tokens: each running sequence gets blocks in `to`
+    // for its computed tokens and `copy(from_table, to_table, tokens)` moves their K/V; one
+    // that does not fit there is preempted for recompute as preempt_all does. Then binds
+    // `to` (rebind). Returns the sequences and tokens moved, and what was evicted.
+    struct Moved {
+        int64_t sequences = 0, tokens = 0;
+        Evicted evicted;
+    };
+    Moved move_all(kvcache::BlockManager& to,
+                   const std::function<void(const kvcache::BlockTable& from,
+                                            const kvcache::BlockTable& to, int64_t tokens)>& copy);
     void rebind(kvcache::BlockManager& blocks);
 
   private:
