@@ -78,6 +78,7 @@ else
 fi
 
 expect_eq "the router's audit log over HTTP: replica A's ejection" "$(curl -s "$(R '/admin/events?kind=router_ejection')" | jq_ 'sorted(set(e["detail"]["backend"] for e in d["events"]))')" "['http://127.0.0.1:$A']"
+expect_eq "the killed replica is charged with the failures" "$(test "$(metric "pagoda_router_upstream_failures_total{pool=\"primary\",backend=\"http://127.0.0.1:$A\"")" -gt 0 && echo yes)" "yes"
 expect_eq "streams were resumed on the other replica (counted on the replica that failed)" "$(test "$(metric "pagoda_router_resumptions_total{pool=\"primary\",backend=\"http://127.0.0.1:$A\"}")" -gt 0 && echo yes)" "yes"
 a_down() { [ "$(pools '[b["up"] for b in d["pools"][0]["backends"]]')" == "[False, True]" ]; }
 until_true 15 a_down

@@ -267,6 +267,13 @@ void ProxyCall::on_done(int a, const http::ClientError* err) {
 
 void ProxyCall::upstream_failed(const std::string& why) {
     const bool overloaded = status_ == 429;
+    // The replica that failed is charged with it, whichever one finishes the request.
+    core_->metrics.upstream_failure(backend_->pool(), backend_->url(),
+                                    overloaded       ? "overloaded"
+                                    : bad_stream_    ? "bad_stream"
+                                    : status_ >= 500 ? "http_5xx"
+                                    : status_ == 0   ? "connection"
+                                                     : "incomplete_stream");
     if (!overloaded && backend_->on_failure(core_->now_s(), core_->cfg)) {
         core_->audit("router_ejection",
                      {{"pool", backend_->pool()}, {"backend", backend_->url()}, {"reason", why}});

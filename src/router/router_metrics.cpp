@@ -89,6 +89,12 @@ void RouterMetrics::prewarm(const std::string& pool, const std::string& outcome)
     ++prewarms_[{pool, outcome}];
 }
 
+void RouterMetrics::upstream_failure(const std::string& pool, const std::string& backend,
+                                     const std::string& reason) {
+    std::lock_guard lock(mu_);
+    ++upstream_failures_[{pool, backend, reason}];
+}
+
 void RouterMetrics::write(metrics::TextWriter& w, const std::vector<std::string>& pools) const {
     std::lock_guard lock(mu_);
     w.family("pagoda_router_requests_total", "counter",
@@ -133,6 +139,15 @@ void RouterMetrics::write(metrics::TextWriter& w, const std::vector<std::string>
         auto it = failed_.find(reason);
         w.sample("pagoda_router_failed_requests_total", {{"reason", reason}},
                  double(it == failed_.end() ? 0 : it->second));
+    }
+    w.family("pagoda_router_upstream_failures_total", "counter",
+             "Proxied requests that failed on a backend (then retried, resumed or answered with "
+             "an error), by pool, backend and reason; the request itself is counted once, in "
+             "pagoda_router_requests_total, on the backend that answered it");
+    for (const auto& [k, v] : upstream_failures_) {
+        const auto& [pool, backend, reason] = k;
+        w.sample("pagoda_router_upstream_failures_total",
+                 {{"pool", pool}, {"backend", backend}, {"reason", reason}}, double(v));
     }
     w.family("pagoda_router_prewarms_total", "counter",
              "Pool pre-warms (a full warmup asked of every replica, its effect checked), by "

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,10 @@ class RouterMetrics {
     void shed();                             // the router's own 429
     void failed(const std::string& reason);  // a request that could not be served
     void prewarm(const std::string& pool, const std::string& outcome);  // ok | failed
+    // A proxied request that failed on `backend` (then retried, resumed or answered with an
+    // error): connection, http_5xx, bad_stream, incomplete_stream, overloaded (its 429).
+    void upstream_failure(const std::string& pool, const std::string& backend,
+                          const std::string& reason);
     // Appends every family to `w`; the retry and failure counters have a zero sample for
     // each of `pools` and each failure reason from the start, so rules and dashboards see
     // them before the first failure.
@@ -48,6 +53,7 @@ class RouterMetrics {
     std::map<std::pair<std::string, std::string>, int64_t> retries_, resumptions_;
     std::map<std::string, int64_t> failed_;
     std::map<std::pair<std::string, std::string>, int64_t> prewarms_;  // (pool, outcome)
+    std::map<std::tuple<std::string, std::string, std::string>, int64_t> upstream_failures_;
     int64_t shed_ = 0;
 };
 
