@@ -130,6 +130,11 @@ void RouterMetrics::write(metrics::TextWriter& w, const std::vector<std::string>
              "Streams resumed on another backend after theirs failed mid-stream, by pool and the "
              "backend that failed");
     per_backend(w, "pagoda_router_resumptions_total", resumptions_, pools);
+    write_outcomes(w);
+}
+
+// The router's own refusals and failures, and the pre-warms' outcomes (mu_ held).
+void RouterMetrics::write_outcomes(metrics::TextWriter& w) const {
     w.family("pagoda_router_shed_requests_total", "counter",
              "Requests refused with 429 because every pool was saturated");
     w.sample("pagoda_router_shed_requests_total", {}, double(shed_));

@@ -44,6 +44,7 @@ class RouterMetrics {
         Series();
     };
     Series& series(const std::string& pool, const std::string& backend);
+    void write_outcomes(metrics::TextWriter& w) const;  // mu_ held
     metrics::Histogram& itl_of(const std::string& pool);
 
     mutable std::mutex mu_;
