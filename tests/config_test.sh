@@ -103,6 +103,8 @@ expect_eq "inference key: 401" "$(req GET /admin/config '' -H 'Authorization: Be
 expect_eq "admin key: 200" "$(req GET /admin/config '' -H 'Authorization: Bearer admin-key')" "200"
 expect_eq "admin key does not open /v1" "$(req POST /v1/completions '{"prompt": "x", "max_tokens": 1}' -H 'Authorization: Bearer admin-key')" "401"
 # The CLI over the same API.
+"$BIN" config rollback --url "$(URL '')" --admin-api-key admin-key >"$TMP/cli.out" 2>&1
+expect_in "a rollback with no stable version names the CLI's own flag" 'pagoda config rollback --to ID' "$TMP/cli.out"
 "$BIN" config get --url "$(URL '')" >"$TMP/cli.out" 2>&1; rc=$?
 expect_eq "pagoda config get without the key exits 1" "$rc" "1"
 expect_in "and says why" "HTTP 401" "$TMP/cli.out"
@@ -112,7 +114,7 @@ expect_eq "pagoda config set" "$(jq_ '(d["id"], d["reason"], d["value"]["max_num
 expect_eq "pagoda config history" "$(jq_ '[v["id"] for v in d["versions"]]' <"$TMP/cli.out")" "[2, 1]"
 "$BIN" config rollback --url "$(URL '')" --admin-api-key admin-key --to 1 >"$TMP/cli.out" 2>&1
 expect_eq "pagoda config rollback" "$(jq_ '(d["id"], d["value"]["max_num_seqs"])' <"$TMP/cli.out")" "(3, 256)"
-expect_eq "a person's set and rollback are in the audit log" "$(req GET '/admin/audit?limit=50' '' -H 'Authorization: Bearer admin-key' >/dev/null; jq_ '[(e["kind"], e["detail"]["outcome"], e["detail"].get("version")) for e in reversed(d["events"]) if e["kind"].startswith("config_")]' <"$TMP/body")" "[('config_change', 'ok', 2), ('config_rollback', 'ok', 3)]"
+expect_eq "a person's set and rollback are in the audit log" "$(req GET '/admin/audit?limit=50' '' -H 'Authorization: Bearer admin-key' >/dev/null; jq_ '[(e["kind"], e["detail"]["outcome"], e["detail"].get("version")) for e in reversed(d["events"]) if e["kind"].startswith("config_")]' <"$TMP/body")" "[('config_rollback', 'refused', None), ('config_change', 'ok', 2), ('config_rollback', 'ok', 3)]"
 PAGODA_ADMIN_API_KEY=admin-key "$BIN" config set --url "$(URL '')" kv_cache_memory=128MiB >"$TMP/cli.out" 2>&1
 expect_eq "config set takes units as the flag does" "$(jq_ 'd["value"]["kv_cache_memory"]' <"$TMP/cli.out")" "134217728"
 "$BIN" config set --url "$(URL '')" --admin-api-key admin-key max_num_seqs >"$TMP/cli.out" 2>&1; rc=$?
