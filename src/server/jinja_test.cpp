@@ -158,36 +158,6 @@ TEST(Jinja, Expressions) {
     EXPECT_EQ(*r, "3 1 a1 3 v y True True False 5 Hello World");
 }
 
-TEST(ChatTemplate, BuiltInRendersToolsDocumentsAndCallsNeverDropsThem) {
-    tokenizer::Vocab v;
-    auto in = read_chat_input(nlohmann::ordered_json::parse(R"({"messages": [
-        {"role": "user", "content": "Weather?"},
-        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
-            "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],
-        "tools": [{"type": "function", "function": {"name": "get_weather",
-            "parameters": {"type": "object"}}}],
-        "documents": [{"title": "Guide", "text": "Oslo is in Norway."}]})"));
-    ASSERT_TRUE(std::holds_alternative<ChatInput>(in)) << std::get<ChatInputError>(in).message;
-    auto r = ChatTemplate::create(v, {})->render(std::get<ChatInput>(in));
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_EQ(r->text,
-              "System: You can call these tools. To call one, answer with JSON {\"name\": NAME, "
-              "\"parameters\": {...}}:\n{\"name\":\"get_weather\",\"parameters\":{\"type\":"
-              "\"object\"}}\nDocuments:\n[1] Guide: Oslo is in Norway.\n"
-              "User: Weather?\n"
-              "Assistant: [{\"name\":\"get_weather\",\"parameters\":{\"city\":\"Oslo\"}}]\n"
-              "Tool: sunny\nAssistant:");
-    // Template arguments mean nothing to a built-in renderer: refused, naming the fix.
-    auto kw = read_chat_input(nlohmann::ordered_json::parse(
-        R"({"messages": [{"role": "user", "content": "Hi"}],
-            "chat_template_kwargs": {"enable_thinking": false}})"));
-    ASSERT_TRUE(std::holds_alternative<ChatInput>(kw));
-    auto k = ChatTemplate::create(v, {})->render(std::get<ChatInput>(kw));
-    ASSERT_FALSE(k.ok());
-    EXPECT_NE(k.error().message.find("--chat-template FILE"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace pagoda::server::jinja
 
