@@ -160,6 +160,8 @@ Status TrafficController::shift(const std::string& pool, double percent,
         target_ = pool;
         mode_ = Mode::kSwitch;
         breaker_ = Breaker(o_.breaker);
+        last_compared_ = json();
+        windows_judged_ = windows_compared_ = 0;
     }
     goal_ = percent;
     state_ = State::kRunning;
@@ -314,6 +316,12 @@ void TrafficController::judge_switch(double now) {
     window_start_ = now;
     const WindowResult w = compare_window(src, tgt, o_.breaker);
     last_window_ = {{"evidence", w.evidence}, {"worst", w.worst}, {"worst_ratio", w.worst_ratio}};
+    ++windows_judged_;
+    if (w.verdict != WindowVerdict::kNoData) {  // the last window with both arms compared
+        last_compared_ = last_window_;
+        last_compared_["at_s"] = now;
+        ++windows_compared_;
+    }
     const BreakerAction a = breaker_.feed(w);
     if (a == BreakerAction::kNone) return;
     json detail = {{"window", last_window_}, {"threshold", o_.breaker.threshold}};
@@ -375,6 +383,9 @@ json TrafficController::status() const {
               {"weights", r_.weights()},
               {"dry_run", o_.dry_run},
               {"last_window", last_window_},
+              {"last_compared_window", last_compared_},
+              {"windows_judged", windows_judged_},
+              {"windows_compared", windows_compared_},
               {"last_verdict", last_verdict_},
               {"history", history_}};
     if (deferred_) j["deferred_percent"] = *deferred_;

@@ -85,6 +85,10 @@ class TrafficController {
     double window_start_ = 0, canary_start_ = 0;
     Breaker breaker_;
     nlohmann::json last_window_, last_verdict_;
+    // Breaker windows of the current switch: judged, and with both arms compared (the last
+    // of those, with its router time), for GET /admin/rollout.
+    nlohmann::json last_compared_;
+    int64_t windows_judged_ = 0, windows_compared_ = 0;
     std::vector<nlohmann::json> history_;
     std::string last_source_;  // for reverse
     int64_t sched_last_ = 0;
