@@ -73,7 +73,7 @@ replicas = 1
 
 [schedule]
 time_zone = "UTC"
-entries = ["19:30 prewarm night", "20:00 shift night 10%", "20:10 shift night 100%"]
+entries = ["19:30 prewarm night", "20:00 shift night 10%", "20:25 shift night 100%"]
 TOML
 
 # The rules Prometheus evaluates: the replica's own MemoryCritical, with windows short
@@ -201,10 +201,11 @@ for _ in $(seq 150); do
 done
 expect_eq "the fault cleared, the alert resolves and the day replica is ready again" "$(curl -s -o /dev/null -w '%{http_code}' "http://$DAY/ready")" "200"
 
-# 2. The switch (20:00 = +32 s, 20:10 = +42 s on the 60x clock): pre-warmed before 10%.
+# 2. The switch (20:00 = +32 s, 20:25 = +57 s on the 60x clock; the fleet's clock starts
+#    a little after T0, never before): pre-warmed before 10%.
 wait_until() { while [ "$(python3 -c "print(int($(since) < $1))")" == 1 ]; do sleep 0.2; done; }
 wait_until 27
-bench 30 18s "$TMP/switch.json" &
+bench 30 33s "$TMP/switch.json" &
 BPID=$!
 wait_until 36
 expect_eq "the night replica reports warm level full" "$(curl -s "http://$NIGHT/admin/warmup" -H "Authorization: Bearer $KEY" | jq_ '(d["level"], d["full_warmup"]["state"])')" "('full', 'done')"
@@ -214,6 +215,7 @@ expect_eq "the pre-warm, checked, came before the 10% step" "$(curl -s "http://1
 wait_until 40.5
 expect_eq "the breaker judged windows on the scaled clock" "$(curl -s "http://127.0.0.1:$RPORT/admin/rollout" | jq_ '(d["state"], d["windows_judged"] >= 2, d["windows_compared"] >= 1)')" "('running', True, True)"
 wait "$BPID"
+wait_until 59
 expect_eq "no request failed during the switch" "$(jq_ '(d["requests"]["sent"] > 100, d["requests"]["failed"])' <"$TMP/switch.json")" "(True, 0)"
 expect_eq "the switch is done" "$(curl -s "http://127.0.0.1:$RPORT/admin/rollout" | jq_ 'd["state"]')" "done"
 
