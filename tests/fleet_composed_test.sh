@@ -37,6 +37,7 @@ drain_timeout_s = 5
 
 [profiles.day]
 $SIM
+stable-window = "1s"
 block-size = 16
 max-num-seqs = 64
 
@@ -164,6 +165,14 @@ bench() {  # RATE DURATION JSON
 bench 20 16s "$TMP/pressure.json" &
 BPID=$!
 sleep 2
+# A bad change on the day replica once its first version is stable: the critical alert
+# must roll it back, and only there.
+for _ in $(seq 50); do
+    [ "$(curl -s "http://$DAY/admin/config" -H "Authorization: Bearer $KEY" | jq_ 'd["stable"]')" == True ] && break
+    sleep 0.1
+done
+curl -sf -X PUT "http://$DAY/admin/config" -H "Authorization: Bearer $KEY" \
+    -d '{"max_num_seqs": 8, "reason": "a bad change"}' >/dev/null
 expect_eq "fault injection needs the admin key" "$(curl -s -o /dev/null -w '%{http_code}' "http://$DAY/admin/faults" -d '{"memory_pressure": 0.99}')" "401"
 curl -sf "http://$DAY/admin/faults" -H "Authorization: Bearer $KEY" -d '{"memory_pressure": 0.99}' >/dev/null
 state=""
@@ -175,7 +184,9 @@ done
 expect_eq "the day replica sheds (Prometheus -> Alertmanager -> router -> replica)" "$state" "shedding"
 expect_eq "only the day replica's alert fires in Prometheus" "$(curl -s "http://127.0.0.1:$PPORT/api/v1/alerts" | jq_ 'sorted((a["labels"]["alertname"], a["labels"]["instance"], a["labels"]["pool"]) for a in d["data"]["alerts"] if a["state"] == "firing")')" "[('MemoryCritical', '$DAY', 'day')]"
 expect_eq "the router dispatched it to the day replica, and only there" "$(curl -s "http://127.0.0.1:$RPORT/admin/events?kind=alert_dispatched" | jq_ 'sorted(set((e["detail"]["backend"], e["detail"]["outcome"]) for e in d["events"]))')" "[('http://$DAY', 'ok')]"
-expect_eq "the day replica rolled back and shed" "$(curl -s "http://$DAY/admin/audit?kind=alert_action" -H "Authorization: Bearer $KEY" | jq_ 'sorted(set(e["detail"]["action"] for e in d["events"]) & {"rollback", "shed"})')" "['rollback', 'shed']"
+expect_eq "the day replica rolled back: its live config is version 1's again" "$(curl -s "http://$DAY/admin/config" -H "Authorization: Bearer $KEY" | jq_ '(d["value"]["max_num_seqs"], d["source"])')" "(64, 'alert:MemoryCritical')"
+expect_eq "and audited rollback and shed as ok" "$(curl -s "http://$DAY/admin/audit?kind=alert_action" -H "Authorization: Bearer $KEY" | jq_ 'sorted(set(e["detail"]["action"] + ":" + e["detail"]["result"] for e in d["events"] if e["detail"]["action"] in ("rollback", "shed")))')" "['rollback:ok', 'shed:ok']"
+expect_eq "the standby's config is untouched" "$(curl -s "http://$STANDBY/admin/config" -H "Authorization: Bearer $KEY" | jq_ '(d["id"], d["value"]["max_num_seqs"])')" "(1, 64)"
 expect_eq "the standby took no action and is ready" "$(curl -s "http://$STANDBY/admin/audit?kind=alert_action" -H "Authorization: Bearer $KEY" | jq_ 'len(d["events"])'),$(curl -s -o /dev/null -w '%{http_code}' "http://$STANDBY/ready")" "0,200"
 expect_eq "a replica refuses an alert that names another (409)" "$(curl -s -o /dev/null -w '%{http_code}' "http://$STANDBY/admin/alerts/webhook" -H "Authorization: Bearer $KEY" -d '{"version": "4", "alerts": [{"status": "firing", "labels": {"alertname": "MemoryCritical", "severity": "critical", "instance": "'"$DAY"'"}}]}')" "409"
 expect_eq "and audits the refusal" "$(curl -s "http://$STANDBY/admin/audit?kind=alert_refused" -H "Authorization: Bearer $KEY" | jq_ '[e["detail"]["instance"] for e in d["events"]]')" "['$DAY']"

@@ -314,7 +314,14 @@ void Alerting::rollback(const AlertRule& rule, int64_t now_ms) {
         } else {
             d["error"] = v.error().message;
         }
+        // The effect, read back: the live settings are the stable version's.
+        if (v.ok() && !(cm_.current().value == (*stable)->value)) {
+            d["result"] = "failed";
+            d["error"] = fmt::format("the live settings after the rollback are not version {}'s",
+                                     (*stable)->id);
+        }
     }
+    if (d["result"] == "failed") log_warn("alert_rollback_failed detail={}", d.dump());
     audit("alert_action", d, now_ms);
     count("rollback", d["result"].get<std::string>());
 }
