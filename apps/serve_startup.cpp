@@ -93,6 +93,7 @@ std::string warmup(engine::Engine& eng, model::Model& m, bool rounds_too) {
             r.sampling.max_tokens = 4;
             r.sampling.temperature = 0.0f;
             r.sampling.ignore_eos = true;
+            r.traffic = false;  // also run by a full warmup while serving
             r.cache_salt =
                 uint64_t(rounds) * 1000 + uint64_t(i) + 1;  // no prefix hits: compute everything
             auto s = eng.submit(std::move(r));

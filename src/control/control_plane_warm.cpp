@@ -131,21 +131,18 @@ void ControlPlane::run_full_warmup(int64_t duration_ms) {
         if (warm_.level() != WarmLevel::kFull) error = "the level did not become full";
     }
     const char* outcome = error.empty() ? "ok" : "failed";
+    const double seconds = double(now - started) / 1000.0;
     ++full_outcomes_[outcome];
-    warm_seconds_["manual"] += double(now - started) / 1000.0;
+    warm_seconds_["manual"] += seconds;
     full_status_ = {{"state", error.empty() ? "done" : "failed"},
                     {"started_at_ms", started},
                     {"finished_at_ms", now},
-                    {"seconds", double(now - started) / 1000.0},
+                    {"seconds", seconds},
                     {"detail", error.empty() ? *done : error}};
     record("warm_full",
-           {{"outcome", outcome},
-            {"seconds", double(now - started) / 1000.0},
-            {"detail", full_status_["detail"]}},
-           now);
+           {{"outcome", outcome}, {"seconds", seconds}, {"detail", full_status_["detail"]}}, now);
     if (error.empty()) {
-        log_info("warm_full outcome=ok seconds={:.2f} detail=\"{}\"",
-                 double(now - started) / 1000.0, *done);
+        log_info("warm_full outcome=ok seconds={:.2f} detail=\"{}\"", seconds, *done);
     } else {
         log_warn("warm_full outcome=failed error=\"{}\"", error);
     }

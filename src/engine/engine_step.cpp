@@ -390,7 +390,7 @@ void Engine::finish_sample(LiveRequest& r, Sample& c, FinishReason why, std::str
         ev.timings = r.t;
         r.released = true;
         --unfinished_;
-        if (r.t.scheduled) note_finished_length(r);
+        if (r.t.scheduled && r.req.traffic) note_finished_length(r);
     }
 }
 

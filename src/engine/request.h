@@ -26,6 +26,9 @@ struct Request {
     // The last `resumed_tokens` prompt ids are output already emitted (a stream resumed on
     // this replica): a grammar-constrained request replays them before it generates.
     int32_t resumed_tokens = 0;
+    // false: the engine's own warmup requests, left out of the finished-length feed (the
+    // context-length statistics the block-size policy reads).
+    bool traffic = true;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kRejected, kTimeout, kError };

@@ -184,7 +184,7 @@ http::Response dispatch_alerts(const Core& core, const json& payload) {
                          "'alerts' list",
                          "invalid_request_error");
     }
-    std::map<std::string, json> by_backend;  // url -> alerts
+    std::map<std::shared_ptr<Backend>, json> by_backend;  // the alerts each backend gets
     json results = json::array();
     const auto backends = core.all_backends();
     for (const json& a : payload["alerts"]) {
@@ -203,16 +203,12 @@ http::Response dispatch_alerts(const Core& core, const json& payload) {
                                                        : "no backend of this router is " + inst}});
             continue;
         }
-        by_backend[to->url()].push_back(a);
+        by_backend[to].push_back(a);
     }
     bool delivered = true;
-    for (auto& [url, alerts] : by_backend) {
+    for (auto& [b, alerts] : by_backend) {
         json part = payload;
         part["alerts"] = alerts;
-        std::shared_ptr<Backend> b;
-        for (const auto& x : backends) {
-            if (x->url() == url) b = x;
-        }
         auto r = b->health_client().fetch({.method = "POST",
                                            .path = "/admin/alerts/webhook",
                                            .body = part.dump(),
@@ -225,7 +221,7 @@ http::Response dispatch_alerts(const Core& core, const json& payload) {
             const json d = {{"alertname", labels.value("alertname", "")},
                             {"instance", labels.value("instance", "")},
                             {"status", a.value("status", "")},
-                            {"backend", url},
+                            {"backend", b->url()},
                             {"backend_status", status},
                             {"outcome", status / 100 == 2 ? "ok" : "failed"},
                             {"error", r ? r->body.substr(0, 300) : r.error().message}};

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "base/hash.h"
 #include "server/api_error.h"
 #include "server/tokenize_routes.h"
 
@@ -112,7 +113,7 @@ http::Reply OpenAiServer::generate(const http::Request& req, Endpoint endpoint, 
         return reply(api_error(503, "the server is warming up; retry shortly", "server_error"));
     }
     if (const double rate = engine_.model().sim_faults().error_rate;
-        rate > 0 && origin != Origin::kWarmup && fault_draw_(rate)) {
+        rate > 0 && origin != Origin::kWarmup && fault_draw(rate)) {
         metrics_.requests().count_error(ErrorKind::kInternal);
         return reply(
             api_error(500, "injected fault (POST /admin/faults error_rate)", "server_error"));
@@ -122,11 +123,8 @@ http::Reply OpenAiServer::generate(const http::Request& req, Endpoint endpoint, 
                              &constraints_, tool_parser_});
 }
 
-bool OpenAiServer::fault_draw_(double rate) {
-    uint64_t x = fault_draws_.fetch_add(1) + 0x9e3779b97f4a7c15ull;  // splitmix64
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    x ^= x >> 31;
+bool OpenAiServer::fault_draw(double rate) {
+    const uint64_t x = splitmix64(fault_draws_.fetch_add(1) + 0x9e3779b97f4a7c15ull);
     return double(x >> 11) * 0x1.0p-53 < rate;
 }
 

@@ -78,7 +78,7 @@ class OpenAiServer {
     http::Reply admin_faults(const http::Request& req);
     bool authorized(const http::Request& req) const;
     bool admin_authorized(const http::Request& req) const;
-    bool fault_draw_(double rate);  // an injected error for this request? (sim faults)
+    bool fault_draw(double rate);  // an injected error for this request? (sim faults)
 
     engine::Engine& engine_;
     ServerConfig cfg_;
