@@ -1,5 +1,6 @@
 // `pagoda config get|set|history|rollback --url URL`: the versioned configuration of a
-// running `pagoda serve` over its admin API (GET/PUT /admin/config, history, rollback).
+// running `pagoda serve` over its admin API (GET/PUT /admin/config, history, rollback);
+// `pagoda config settings`: the settings table itself, offline.
 // Prints the server's JSON answer; exits 1 on an HTTP error (the message printed), 2 on
 // bad arguments.
 #include <CLI/CLI.hpp>
@@ -10,6 +11,7 @@
 #include "apps/cli_common.h"
 #include "apps/commands.h"
 #include "http/client.h"
+#include "settings/settings.h"
 
 namespace pagoda::app {
 namespace {
@@ -44,6 +46,46 @@ Result<json> parse_settings(const std::vector<std::string>& kvs) {
                           "nothing to set: give KEY=VALUE pairs (for example block_size=32)");
     }
     return patch;
+}
+
+// The settings table (settings/settings.h) as text, Markdown (docs/operations.md) or JSON.
+void print_settings(const std::string& format) {
+    if (format == "markdown") {
+        std::fputs(settings::markdown_table().c_str(), stdout);
+        return;
+    }
+    json out = json::array();
+    for (const settings::Spec& s : settings::all()) {
+        const auto d = settings::default_value(s);
+        json j = {{"name", s.name},
+                  {"flag", s.flag()},
+                  {"toml_key", s.flag().substr(2)},
+                  {"allowed", s.allowed()},
+                  {"default", settings::to_json(s, d)},
+                  {"live", s.live()},
+                  {"knob", settings::is_knob(s)},
+                  {"help", s.help}};
+        if (s.kind == settings::Kind::kInt || s.kind == settings::Kind::kBytes)
+            j["range"] = {s.min, s.max};
+        if (!s.int_choices.empty()) j["choices"] = s.int_choices;
+        if (s.kind == settings::Kind::kChoice) {
+            j["choices"] = json::array();
+            for (auto c : s.choices) j["choices"].push_back(std::string(c.substr(0, c.find('|'))));
+        }
+        const char* kinds[] = {"int", "bytes", "bool", "choice"};
+        j["type"] = kinds[int(s.kind)];
+        out.push_back(j);
+    }
+    if (format == "json") {
+        std::printf("%s\n", out.dump(2).c_str());
+        return;
+    }
+    for (const json& j : out) {
+        std::printf("%-30s %-8s %-24s default %-8s %s\n", j["name"].get<std::string>().c_str(),
+                    j["live"].get<bool>() ? "live" : "restart",
+                    j["allowed"].get<std::string>().c_str(), j["default"].dump().c_str(),
+                    j["help"].get<std::string>().c_str());
+    }
 }
 
 int request(const ConfigFlags& f, const std::string& method, const std::string& path,
@@ -88,6 +130,19 @@ void add_config(CLI::App& app, std::function<int()>& action) {
             }
             if (!f->reason.empty()) (*patch)["reason"] = f->reason;
             return request(*f, "PUT", "/admin/config", patch->dump());
+        };
+    });
+
+    CLI::App* table = c->add_subcommand(
+        "settings", "Print every engine setting (flag, TOML key, range, default, live or not)");
+    auto format = std::make_shared<std::string>("text");
+    table->add_option("--format", *format, "text, markdown (the docs' table) or json")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"text", "markdown", "json"}));
+    table->callback([format, &action] {
+        action = [format] {
+            print_settings(*format);
+            return 0;
         };
     });
 

@@ -57,13 +57,14 @@ struct ServeFlags {
     std::string sim_gpu = "a100-80g", sim_model = "llama-3-8b", sim_weight_dtype = "bf16";
     std::string sim_gpu_table;  // extra cards, e.g. from `pagoda sim calibrate`
     std::string step_trace;     // --step-trace FILE
-    int tensor_parallel_size = 1;
+    int tensor_parallel_size = int(settings::default_int("tensor_parallel_size"));
     double gpu_memory_utilization = 0.9, sim_speed = 1.0, sim_eos_probability = 0.005;
     uint64_t sim_seed = 0;
     std::string served_model_name;
     int shutdown_timeout = 30;
     bool vllm_metrics = true;
     size_t max_body = 8u << 20;
+    bool dry_run = false;
     EngineFlags engine;
     ChatFlags chat;
     AlertFlags alerts;
@@ -403,11 +404,7 @@ void add_sim_flags(CLI::App* c, ServeFlags& f) {
                       ") or a GGUF file (its shape and tokenizer; weights are not read)")
         ->capture_default_str()
         ->group(g);
-    c->add_option("--tensor-parallel-size,--tp", f.tensor_parallel_size,
-                  "GPUs the model is split over (tensor parallelism)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 64))
-        ->group(g);
+    add_setting_flag(c, "tensor_parallel_size", f.tensor_parallel_size)->group(g);
     c->add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
                   "Share of each GPU's memory for weights, activations and KV cache (vLLM's)")
         ->capture_default_str()
@@ -536,9 +533,21 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
     add_engine_flags(c, f->engine);
     add_chat_flags(c, f->chat, true);
     add_config_file_option(c, f->config_file);
+    c->add_flag("--dry-run", f->dry_run,
+                "Check the flags and --config file, print the engine settings they give (JSON, "
+                "the keys of `pagoda config settings`) and exit without loading the model");
     c->callback([c, f, &action] {
         action = [c, f] {
             if (Status st = apply_config_file(c, f->config_file); !st.ok()) return fail(st.error());
+            if (f->dry_run) {
+                auto j = engine_flags_json(f->engine);
+                if (!j.ok()) return fail(j.error());
+                (*j)["tensor_parallel_size"] = f->tensor_parallel_size;
+                if ((*j)["kv_cache_dtype"] == "auto")  // as the backend resolves it
+                    (*j)["kv_cache_dtype"] = f->backend == "sim" ? "bf16" : "f32";
+                std::printf("%s\n", j->dump(2).c_str());
+                return 0;
+            }
             return run_serve(*f);
         };
     });

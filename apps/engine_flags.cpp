@@ -1,3 +1,4 @@
+// The engine flags, generated from the settings table (engine_flags.h).
 #include "apps/engine_flags.h"
 
 #include <CLI/CLI.hpp>
@@ -7,56 +8,97 @@
 
 namespace pagoda::app {
 
+namespace {
+
+const settings::Spec& spec_of(std::string_view name) {
+    const settings::Spec* s = settings::find(name);
+    if (s == nullptr) throw CLI::BadNameString(std::string(name) + " is not in the settings table");
+    return *s;
+}
+
+// The table's check as a CLI11 validator: the message is the table's, so a bad flag, a bad
+// `--config` key and a bad PUT /admin/config value read the same.
+CLI::Validator table_check(const settings::Spec& s) {
+    return CLI::Validator(
+        [&s](std::string& text) -> std::string {
+            auto v = settings::parse_text(s, text);
+            return v.ok() ? std::string() : v.error().message;
+        },
+        s.allowed());
+}
+
+std::string names_of(const settings::Spec& s) {
+    std::string n = s.flag();
+    if (!s.short_alias.empty()) n = std::string(s.short_alias) + "," + n;
+    return n;
+}
+
+std::string help_of(const settings::Spec& s) {
+    std::string h(s.help);
+    if (settings::is_knob(s)) h += " (runtime knob)";
+    return h;
+}
+
+template <typename T>
+CLI::Option* add_valued(CLI::App* c, const settings::Spec& s, T& target) {
+    return c->add_option(names_of(s), target, help_of(s))
+        ->default_str(std::string(s.default_text))
+        ->check(table_check(s))
+        ->group(std::string(s.group));
+}
+
+}  // namespace
+
+CLI::Option* add_setting_flag(CLI::App* c, std::string_view name, int& target) {
+    return add_valued(c, spec_of(name), target);
+}
+CLI::Option* add_setting_flag(CLI::App* c, std::string_view name, int64_t& target) {
+    return add_valued(c, spec_of(name), target);
+}
+CLI::Option* add_setting_flag(CLI::App* c, std::string_view name, std::string& target) {
+    return add_valued(c, spec_of(name), target);
+}
+CLI::Option* add_setting_flag(CLI::App* c, std::string_view name, bool& target) {
+    const settings::Spec& s = spec_of(name);
+    const std::string f = s.flag();
+    return c
+        ->add_flag(f + ",!--no-" + f.substr(2), target,
+                   help_of(s) + " (default " + std::string(s.default_text) + ")")
+        ->check(table_check(s))
+        ->group(std::string(s.group));
+}
+
 void add_engine_flags(CLI::App* c, EngineFlags& f) {
-    c->add_option("--block-size", f.block_size, "KV cache block size in tokens")
-        ->capture_default_str()
-        ->check(CLI::IsMember({8, 16, 32, 48, 64, 128}))
-        ->group("Engine");
-    c->add_option("--kv-cache-memory", f.kv_memory,
-                  "KV cache budget: bytes with unit (512MiB, 2GiB) or a fraction of RAM (0.2)")
-        ->capture_default_str()
-        ->group("Engine");
-    c->add_option("--kv-cache-dtype", f.kv_dtype,
-                  "KV cache storage: f32, f16, bf16; auto: f32 (bf16 with --backend sim). f16 and "
-                  "bf16 halve its memory; bf16 on AVX512_BF16 CPUs also runs attention on bf16 "
-                  "dot products (long prompts ~1.2-1.3x faster, slightly less accurate)")
-        ->capture_default_str()
-        ->group("Engine");
-    c->add_option("-t,--threads", f.threads, "Compute threads; 0 = all cores")
-        ->capture_default_str()
-        ->check(CLI::Range(0, 1024))
-        ->group("Engine");
-    c->add_option("--max-num-seqs", f.max_num_seqs, "Most sequences in one step (runtime knob)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 65536))
-        ->group("Engine");
-    c->add_option("--max-num-batched-tokens", f.max_num_batched_tokens,
-                  "Token budget of one step (runtime knob)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 1 << 20))
-        ->group("Engine");
-    c->add_option("--max-model-len", f.max_model_len,
-                  "Longest prompt + output in tokens; 0 = the model's context length")
-        ->capture_default_str()
-        ->check(CLI::Range(0, 1 << 24))
-        ->group("Engine");
-    c->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", f.enable_prefix_caching,
-                "Reuse the KV blocks of shared prompt prefixes (default on)")
-        ->group("Engine");
-    c->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", f.enable_chunked_prefill,
-                "Split long prompts across steps so decodes keep flowing (default on)")
-        ->group("Engine");
-    c->add_option("--long-prefill-token-threshold", f.long_prefill_token_threshold,
-                  "Most tokens one prompt may take in a step; 0 = no cap (runtime knob)")
-        ->capture_default_str()
-        ->check(CLI::Range(0, 1 << 20))
-        ->group("Engine");
-    c->add_option("--max-waiting-requests", f.max_waiting_requests,
-                  "Bound of the waiting queue; beyond it requests are refused with a retry hint "
-                  "(runtime knob)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 1 << 24))
-        ->group("Engine");
+    add_setting_flag(c, "block_size", f.block_size);
+    add_setting_flag(c, "kv_cache_memory", f.kv_memory);
+    add_setting_flag(c, "kv_cache_dtype", f.kv_dtype);
+    add_setting_flag(c, "threads", f.threads);
+    add_setting_flag(c, "max_num_seqs", f.max_num_seqs);
+    add_setting_flag(c, "max_num_batched_tokens", f.max_num_batched_tokens);
+    add_setting_flag(c, "max_model_len", f.max_model_len);
+    add_setting_flag(c, "enable_prefix_caching", f.enable_prefix_caching);
+    add_setting_flag(c, "enable_chunked_prefill", f.enable_chunked_prefill);
+    add_setting_flag(c, "long_prefill_token_threshold", f.long_prefill_token_threshold);
+    add_setting_flag(c, "max_waiting_requests", f.max_waiting_requests);
+    add_setting_flag(c, "max_waiting_tokens", f.max_waiting_tokens);
+}
+
+Result<nlohmann::json> engine_flags_json(const EngineFlags& f) {
+    PAGODA_ASSIGN_OR_RETURN(engine::EngineConfig c, engine_config(f));
+    nlohmann::json j = nlohmann::json::object();
+    for (const settings::Spec& s : settings::all()) {
+        if (auto k = c.sched.knobs.get(s.name)) j[std::string(s.name)] = *k;
+    }
+    j["block_size"] = c.kv.block_size;
+    j["kv_cache_memory"] = c.kv.memory_bytes;
+    PAGODA_ASSIGN_OR_RETURN(settings::Value dtype,
+                            settings::parse_text(*settings::find("kv_cache_dtype"), f.kv_dtype));
+    j["kv_cache_dtype"] = dtype.text;
+    j["threads"] = f.threads;
+    j["max_model_len"] = c.sched.max_model_len;
+    j["enable_prefix_caching"] = c.enable_prefix_caching;
+    j["enable_chunked_prefill"] = c.sched.enable_chunked_prefill;
+    return j;
 }
 
 Result<engine::EngineConfig> engine_config(const EngineFlags& f) {
@@ -76,6 +118,7 @@ Result<engine::EngineConfig> engine_config(const EngineFlags& f) {
     c.sched.knobs.max_num_batched_tokens = f.max_num_batched_tokens;
     c.sched.knobs.long_prefill_token_threshold = f.long_prefill_token_threshold;
     c.sched.knobs.max_waiting_requests = f.max_waiting_requests;
+    c.sched.knobs.max_waiting_tokens = f.max_waiting_tokens;
     return c;
 }
 

@@ -1,3 +1,4 @@
+// `pagoda tune`'s pure parts: the search space (from the settings table), grids, ranking.
 #include "bench/tune.h"
 
 #include <fmt/core.h>
@@ -7,34 +8,16 @@
 #include <set>
 #include <sstream>
 
+#include "settings/settings.h"
+
 namespace pagoda::bench {
 
 using json = nlohmann::json;
 
 namespace {
 
-struct KnobDef {
-    const char* name;
-    const char* flag;
-    std::vector<int64_t> values;
-    int64_t serve_default;
-};
-
-const std::vector<KnobDef>& knob_defs() {
-    static const std::vector<KnobDef> defs = {
-        {"max_num_seqs", "max-num-seqs", {16, 32, 64, 128, 256, 512}, 256},
-        {"max_num_batched_tokens", "max-num-batched-tokens", {512, 1024, 2048, 4096, 8192}, 2048},
-        {"block_size", "block-size", {8, 16, 32}, 16},
-        {"tensor_parallel_size", "tensor-parallel-size", {1, 2, 4, 8}, 1},
-    };
-    return defs;
-}
-
-std::string knob_names() {
-    std::string s;
-    for (const KnobDef& d : knob_defs()) s += (s.empty() ? "" : ", ") + std::string(d.name);
-    return s;
-}
+// The searchable settings: those the settings table gives a tune grid.
+bool searchable(const settings::Spec& s) { return !s.tune_grid.empty(); }
 
 std::string fmt_num(double v, int prec = 1) {
     return std::isfinite(v) ? fmt::format("{:.{}f}", v, prec) : "-";
@@ -52,16 +35,16 @@ Result<std::vector<Knob>> parse_search(const std::string& spec) {
         const size_t eq = item.find('=');
         std::string name = item.substr(0, eq);
         std::replace(name.begin(), name.end(), '-', '_');
-        const auto def = std::find_if(knob_defs().begin(), knob_defs().end(),
-                                      [&](const KnobDef& d) { return d.name == name; });
-        if (def == knob_defs().end()) {
+        const settings::Spec* def = settings::find(name);
+        if (def == nullptr || !searchable(*def)) {
             return make_error(ErrorCode::kInvalidArgument,
-                              "--search: unknown knob '{}' (searchable: {})", name, knob_names());
+                              "--search: unknown knob '{}' (searchable: {})", name,
+                              settings::names(searchable));
         }
         if (!seen.insert(name).second) {
             return make_error(ErrorCode::kInvalidArgument, "--search: '{}' given twice", name);
         }
-        Knob k{def->name, std::string("--") + def->flag, def->values, 0};
+        Knob k{std::string(def->name), def->flag(), def->tune_grid, 0};
         if (eq != std::string::npos) {
             k.values.clear();
             std::stringstream vs(item.substr(eq + 1));
@@ -75,6 +58,10 @@ Result<std::vector<Knob>> parse_search(const std::string& spec) {
                                       "values as {}=16:32:64)",
                                       name, v, name);
                 }
+                if (Status st = settings::check(*def, x); !st.ok()) {
+                    return make_error(ErrorCode::kInvalidArgument, "--search: {}",
+                                      st.error().message);
+                }
                 if (std::find(k.values.begin(), k.values.end(), x) == k.values.end())
                     k.values.push_back(x);
             }
@@ -82,14 +69,14 @@ Result<std::vector<Knob>> parse_search(const std::string& spec) {
                 return make_error(ErrorCode::kInvalidArgument, "--search: {} has no values", name);
             }
         }
-        const bool has_default =
-            std::find(k.values.begin(), k.values.end(), def->serve_default) != k.values.end();
-        k.start = has_default ? def->serve_default : k.values.front();
+        const bool has_default = std::find(k.values.begin(), k.values.end(),
+                                           settings::default_value(*def).number) != k.values.end();
+        k.start = has_default ? settings::default_value(*def).number : k.values.front();
         out.push_back(std::move(k));
     }
     if (out.empty()) {
         return make_error(ErrorCode::kInvalidArgument, "--search names no knob (searchable: {})",
-                          knob_names());
+                          settings::names(searchable));
     }
     return out;
 }

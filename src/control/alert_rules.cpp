@@ -1,3 +1,4 @@
+// Alert rule files (TOML) to AlertRule values, with file:line errors; the default rules.
 #include "control/alert_rules.h"
 
 #include <toml++/toml.h>
@@ -11,6 +12,7 @@
 
 #include "base/check.h"
 #include "control/default_rules_toml.h"  // generated from default_rules.toml
+#include "settings/settings.h"
 
 namespace pagoda::control {
 
@@ -88,8 +90,12 @@ std::optional<KnobStep> read_knob(Reader& r, const toml::table& t, const std::st
     r.only(t, p,
            {"knob", "direction", "step", "max_steps", "cooldown", "undo_after", "min", "max"});
     if (auto s = r.str(t, p, "knob")) {
-        if (*s != "max_num_seqs" && *s != "max_num_batched_tokens") {
-            r.fail(t.get("knob"), p + "knob", "must be max_num_seqs or max_num_batched_tokens");
+        if (const settings::Spec* spec = settings::find(*s); !spec || !settings::is_knob(*spec)) {
+            r.fail(t.get("knob"), p + "knob",
+                   fmt::format("must be a step knob ({})", settings::names(settings::is_knob)));
+        } else {  // the knob's own range bounds the steps unless min/max say tighter
+            k.min_value = std::max<int64_t>(spec->min, 1);
+            k.max_value = spec->max;
         }
         k.knob = *s;
     }

@@ -19,7 +19,7 @@ json value_json(const std::optional<double>& v) {
 }
 
 int64_t knob_value(const engine::RuntimeKnobs& k, const std::string& knob) {
-    return knob == "max_num_batched_tokens" ? k.max_num_batched_tokens : k.max_num_seqs;
+    return k.get(knob).value_or(0);
 }
 
 }  // namespace

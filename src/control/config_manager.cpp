@@ -106,7 +106,11 @@ Result<ConfigVersion> ConfigManager::change(const ChangeRequest& req) {
                           "and retry",
                           *req.base_version, current_.id);
     }
-    PAGODA_ASSIGN_OR_RETURN(EngineSettings next, apply_patch(current_.value, req.patch));
+    // "auto" is the backend's KV dtype, as --kv-cache-dtype auto is at start.
+    const auto auto_dtype =
+        engine_.model().simulated() ? kvcache::KvDtype::kBF16 : kvcache::KvDtype::kF32;
+    PAGODA_ASSIGN_OR_RETURN(EngineSettings next,
+                            apply_patch(current_.value, req.patch, auto_dtype));
     if (next == current_.value) return current_;  // nothing changes: no new version
     return commit(next, req.source, req.reason.empty() ? "admin change" : req.reason);
 }

@@ -1,9 +1,9 @@
 #pragma once
 // EngineSettings: a replica's live configuration as one value, in two parts: step knobs
 // (applied by the engine between steps) and the KV layout (block size, KV dtype, KV memory;
-// applied by a KV re-layout). JSON in and out with vLLM's flag names as keys (underscores);
-// a patch is validated whole and a bad key, type or value is an error naming the key, the
-// value and what is allowed. Pure values; thread-safe.
+// applied by a KV re-layout). The keys, ranges and messages are the settings table's
+// (settings/settings.h); JSON in and out with vLLM's flag names as keys (underscores). A
+// patch is validated whole and changes nothing when any key is bad. Pure values; thread-safe.
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,15 +11,16 @@
 
 #include "base/result.h"
 #include "engine/engine.h"
+#include "settings/settings.h"
 
 namespace pagoda::control {
 
 using json = nlohmann::json;
 
 struct KvLayout {
-    int block_size = 16;
-    kvcache::KvDtype kv_cache_dtype = kvcache::KvDtype::kF32;
-    int64_t kv_cache_memory_bytes = 256ll << 20;
+    int block_size = int(settings::default_int("block_size"));
+    kvcache::KvDtype kv_cache_dtype = kvcache::KvDtype::kF32;  // "auto" on the CPU
+    int64_t kv_cache_memory_bytes = settings::default_int("kv_cache_memory");
 
     bool operator==(const KvLayout&) const = default;
 };
@@ -37,7 +38,9 @@ struct EngineSettings {
 
 // `base` with the keys of `patch` (a JSON object, any subset of to_json()'s keys) replaced.
 // Errors name the key, the value and the allowed range; `base` is never changed.
-Result<EngineSettings> apply_patch(const EngineSettings& base, const json& patch);
+// kv_cache_dtype "auto" is `auto_dtype` (the backend's: f32 on the CPU, bf16 simulated).
+Result<EngineSettings> apply_patch(const EngineSettings& base, const json& patch,
+                                   kvcache::KvDtype auto_dtype = kvcache::KvDtype::kF32);
 
 // {"key": {"from": old, "to": new}} for every key that differs.
 json diff(const EngineSettings& from, const EngineSettings& to);

@@ -8,13 +8,7 @@
 namespace pagoda::kvcache {
 
 Status KvCacheConfig::validate() const {
-    bool ok = false;
-    for (int b : kAllowedBlockSizes) ok = ok || b == block_size;
-    if (!ok) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "block size {} is not allowed (allowed: 8, 16, 32, 48, 64, 128)",
-                          block_size);
-    }
+    PAGODA_TRY(settings::check("block_size", block_size));
     if (num_blocks < 0)
         return make_error(ErrorCode::kInvalidArgument, "num_blocks must be >= 0, got {}",
                           num_blocks);

@@ -13,6 +13,7 @@
 #include "base/result.h"
 #include "base/strong_id.h"
 #include "kernels/types.h"
+#include "settings/settings.h"
 
 namespace pagoda::kvcache {
 
@@ -21,13 +22,14 @@ using BlockId = StrongId<struct BlockIdTag, int32_t>;
 
 using kernels::KvDtype;
 
-inline constexpr int kAllowedBlockSizes[] = {8, 16, 32, 48, 64, 128};
+// The supported block sizes, as the settings table declares them.
+inline constexpr const auto& kAllowedBlockSizes = settings::kBlockSizes;
 
 struct KvCacheConfig {
-    int block_size = 16;                 // token slots per block
-    KvDtype dtype = KvDtype::kF32;       // storage type of K and V
-    int64_t num_blocks = 0;              // 0: derive from memory_bytes
-    int64_t memory_bytes = 256ll << 20;  // budget when num_blocks == 0
+    int block_size = int(settings::default_int("block_size"));        // token slots per block
+    KvDtype dtype = KvDtype::kF32;                                    // storage type of K and V
+    int64_t num_blocks = 0;                                           // 0: derive from memory_bytes
+    int64_t memory_bytes = settings::default_int("kv_cache_memory");  // when num_blocks == 0
     // No memory behind the pool (the simulated GPU's KV cache): blocks are counted and
     // handed out as usual, nothing is stored, layer() views have null data.
     bool virtual_memory = false;

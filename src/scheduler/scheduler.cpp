@@ -20,30 +20,41 @@ const char* wait_reason_name(WaitReason r) {
     return "?";
 }
 
+namespace {
+
+// Each knob's field, by its settings name (settings::is_knob).
+template <typename Knobs, typename F>
+bool with_knob(Knobs& k, std::string_view name, F&& f) {
+    if (name == "max_num_seqs") return f(k.max_num_seqs), true;
+    if (name == "max_num_batched_tokens") return f(k.max_num_batched_tokens), true;
+    if (name == "long_prefill_token_threshold") return f(k.long_prefill_token_threshold), true;
+    if (name == "max_waiting_requests") return f(k.max_waiting_requests), true;
+    if (name == "max_waiting_tokens") return f(k.max_waiting_tokens), true;
+    return false;
+}
+
+}  // namespace
+
 Status RuntimeKnobs::validate() const {
-    if (max_num_seqs < 1 || max_num_seqs > 65536) {
-        return make_error(ErrorCode::kInvalidArgument, "max_num_seqs must be in [1, 65536], got {}",
-                          max_num_seqs);
-    }
-    if (max_num_batched_tokens < 1 || max_num_batched_tokens > (1 << 20)) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "max_num_batched_tokens must be in [1, 1048576], got {}",
-                          max_num_batched_tokens);
-    }
-    if (long_prefill_token_threshold < 0) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "long_prefill_token_threshold must be >= 0 (0 = no cap), got {}",
-                          long_prefill_token_threshold);
-    }
-    if (max_waiting_requests < 1) {
-        return make_error(ErrorCode::kInvalidArgument, "max_waiting_requests must be >= 1, got {}",
-                          max_waiting_requests);
-    }
-    if (max_waiting_tokens < 1) {
-        return make_error(ErrorCode::kInvalidArgument, "max_waiting_tokens must be >= 1, got {}",
-                          max_waiting_tokens);
+    for (const settings::Spec& s : settings::all()) {
+        if (!settings::is_knob(s)) continue;
+        const std::optional<int64_t> v = get(s.name);
+        if (!v) return make_error(ErrorCode::kInternal, "knob '{}' has no field", s.name);
+        PAGODA_TRY(settings::check(s, *v));
     }
     return ok_status();
+}
+
+std::optional<int64_t> RuntimeKnobs::get(std::string_view name) const {
+    int64_t out = 0;
+    if (!with_knob(*this, name, [&](const auto& field) { out = int64_t(field); })) {
+        return std::nullopt;
+    }
+    return out;
+}
+
+bool RuntimeKnobs::set(std::string_view name, int64_t v) {
+    return with_knob(*this, name, [&](auto& field) { field = decltype(+field)(v); });
 }
 
 Status SchedulerConfig::validate() const {

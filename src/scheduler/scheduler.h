@@ -1,8 +1,8 @@
 #pragma once
 // Scheduler: decides, each step, which sequences run and how many tokens each computes.
-// Two passes (ARCHITECTURE.md §4): capacity (can the block manager hold it?) then budget
-// (tokens and sequences per step). Running decodes go first, then running prefill chunks,
-// then admissions from the waiting queue in priority order (lower value first, FCFS inside
+// Two passes (docs/architecture.md, "The scheduler"): capacity (can the block manager hold it?)
+// then budget (tokens and sequences per step). Running decodes go first, then running prefill
+// chunks, then admissions from the waiting queue in priority order (lower value first, FCFS inside
 // a class). When a running sequence cannot grow, the lowest-priority, latest-arriving
 // running sequence is preempted by recompute: its blocks go back to the pool (full ones
 // stay in the prefix cache) and it rejoins the waiting queue.
@@ -16,10 +16,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
 #include "kvcache/block_manager.h"
+#include "settings/settings.h"
 
 namespace pagoda::scheduler {
 
@@ -39,14 +41,18 @@ inline constexpr int kNumWaitReasons = 6;
 const char* wait_reason_name(WaitReason r);
 
 // Knobs that may change between steps without a restart.
+// The step knobs (settings::is_knob): ranges, defaults and help in settings/settings.cpp.
 struct RuntimeKnobs {
-    int max_num_seqs = 256;                // sequences per step (vLLM --max-num-seqs)
-    int max_num_batched_tokens = 2048;     // tokens per step (vLLM --max-num-batched-tokens)
-    int long_prefill_token_threshold = 0;  // most tokens one prefill may take per step; 0 = no cap
-    int max_waiting_requests = 4096;       // bounded queue: requests
-    int64_t max_waiting_tokens = 1 << 22;  // bounded queue: prompt tokens
+    int max_num_seqs = int(settings::default_int("max_num_seqs"));  // sequences per step
+    int max_num_batched_tokens = int(settings::default_int("max_num_batched_tokens"));
+    int long_prefill_token_threshold = int(settings::default_int("long_prefill_token_threshold"));
+    int max_waiting_requests = int(settings::default_int("max_waiting_requests"));
+    int64_t max_waiting_tokens = settings::default_int("max_waiting_tokens");
 
     Status validate() const;
+    // A knob by its settings name; nullopt / false for a name that is not a knob.
+    std::optional<int64_t> get(std::string_view name) const;
+    bool set(std::string_view name, int64_t v);
 };
 
 struct SchedulerConfig {

@@ -9,47 +9,33 @@
 #include "base/log.h"
 #include "server/api_error.h"
 #include "server/openai_server.h"
+#include "settings/settings.h"
 
 namespace pagoda::server {
 
 namespace {
 
 json knobs_json(const engine::RuntimeKnobs& k) {
-    return {{"max_num_seqs", k.max_num_seqs},
-            {"max_num_batched_tokens", k.max_num_batched_tokens},
-            {"long_prefill_token_threshold", k.long_prefill_token_threshold},
-            {"max_waiting_requests", k.max_waiting_requests},
-            {"max_waiting_tokens", k.max_waiting_tokens}};
+    json j = json::object();
+    for (const settings::Spec& s : settings::all()) {
+        if (settings::is_knob(s)) j[std::string(s.name)] = *k.get(s.name);
+    }
+    return j;
 }
 
-// Applies a partial JSON object onto `k`; a wrong key or type is a 400 and changes nothing.
+// Applies a partial JSON object onto `k` through the settings table; a wrong key, type or
+// value is a 400 with the table's message and changes nothing.
 std::optional<http::Reply> apply_knobs_json(const json& j, engine::RuntimeKnobs& k) {
+    if (!j.is_object()) return bad_request("the knobs must be a JSON object");
+    engine::RuntimeKnobs next = k;
     for (const auto& [key, v] : j.items()) {
-        int64_t* target64 = key == "max_waiting_tokens" ? &k.max_waiting_tokens : nullptr;
-        int* target = key == "max_num_seqs"                   ? &k.max_num_seqs
-                      : key == "max_num_batched_tokens"       ? &k.max_num_batched_tokens
-                      : key == "long_prefill_token_threshold" ? &k.long_prefill_token_threshold
-                      : key == "max_waiting_requests"         ? &k.max_waiting_requests
-                                                              : nullptr;
-        if (target == nullptr && target64 == nullptr) {
-            return bad_request(
-                fmt::format("unknown knob '{}' (known: max_num_seqs, max_num_batched_tokens, "
-                            "long_prefill_token_threshold, max_waiting_requests, "
-                            "max_waiting_tokens)",
-                            key),
-                key);
-        }
-        if (!v.is_number_integer()) {
-            return bad_request(fmt::format("'{}' must be an integer, got {}", key, v.type_name()),
-                               key);
-        }
-        const int64_t x = v.get<int64_t>();
-        if (target64 != nullptr) {
-            *target64 = x;
-        } else {
-            *target = int(std::clamp<int64_t>(x, INT32_MIN, INT32_MAX));
-        }
+        auto spec = settings::lookup(key, settings::is_knob);
+        if (!spec.ok()) return bad_request(spec.error().message, key);
+        auto x = settings::parse_json(**spec, v);
+        if (!x.ok()) return bad_request(x.error().message, key);
+        next.set(key, x->number);
     }
+    k = next;
     return std::nullopt;
 }
 
