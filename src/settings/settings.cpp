@@ -17,11 +17,11 @@ using json = nlohmann::json;
 
 namespace {
 
-std::vector<Spec> build() {
-    using K = Kind;
-    using S = Scope;
-    std::vector<Spec> v;
-    // Step knobs first: "known: ..." lists start with them.
+using K = Kind;
+using S = Scope;
+
+// Step knobs first: "known: ..." lists start with them.
+void add_knobs(std::vector<Spec>& v) {
     v.push_back({.name = "max_num_seqs",
                  .kind = K::kInt,
                  .scope = S::kKnob,
@@ -60,7 +60,10 @@ std::vector<Spec> build() {
                  .min = 1,
                  .max = int64_t(1) << 40,
                  .help = "Bound of the waiting queue in prompt tokens"});
-    // The KV layout: changed live by a re-layout.
+}
+
+// The KV layout: changed live by a re-layout.
+void add_layout(std::vector<Spec>& v) {
     v.push_back({.name = "block_size",
                  .kind = K::kInt,
                  .scope = S::kLayout,
@@ -86,7 +89,10 @@ std::vector<Spec> build() {
                  .help = "KV cache storage; auto: f32 (bf16 with --backend sim). f16 and bf16 "
                          "halve its memory; bf16 on AVX512_BF16 CPUs also runs attention on bf16 "
                          "dot products (long prompts ~1.2-1.3x faster, slightly less accurate)"});
-    // Fixed at start.
+}
+
+// Fixed for the life of the process.
+void add_startup(std::vector<Spec>& v) {
     v.push_back({.name = "threads",
                  .kind = K::kInt,
                  .default_text = "0",
@@ -117,7 +123,6 @@ std::vector<Spec> build() {
                  .group = "Simulated GPU (--backend sim)",
                  .short_alias = "--tp",
                  .tune_grid = {1, 2, 4, 8}});
-    return v;
 }
 
 std::string_view canonical(std::string_view choice) { return choice.substr(0, choice.find('|')); }
@@ -210,7 +215,13 @@ std::string Spec::allowed() const {
 }
 
 const std::vector<Spec>& all() {
-    static const std::vector<Spec> specs = build();
+    static const std::vector<Spec> specs = [] {
+        std::vector<Spec> v;
+        add_knobs(v);
+        add_layout(v);
+        add_startup(v);
+        return v;
+    }();
     return specs;
 }
 
