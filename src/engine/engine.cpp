@@ -75,19 +75,12 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& m, const EngineConf
         e->pool_->num_blocks(), e->pool_->block_size(), e->cfg_.enable_prefix_caching);
     e->sched_ = std::make_unique<scheduler::Scheduler>(e->cfg_.sched, *e->blocks_);
     e->intake_ = std::make_shared<Intake>();
-    e->intake_->current = e->cfg_.sched.knobs;
     const auto& vocab = m.tokenizer().vocab();
     if (vocab.eos != tokenizer::kNoToken) e->end_tokens_.push_back(vocab.eos);
     if (vocab.eot != tokenizer::kNoToken && vocab.eot != vocab.eos)
         e->end_tokens_.push_back(vocab.eot);
-    e->totals_.block_size = e->pool_->block_size();
-    e->kv_block_size_.store(e->pool_->block_size());
-    e->kv_num_blocks_.store(e->pool_->num_blocks());
-    e->kv_pool_bytes_.store(e->pool_->total_bytes());
-    e->kv_live_ = e->cfg_.kv;
-    e->totals_.knobs = e->cfg_.sched.knobs;
     e->totals_.blocks = e->blocks_->stats();
-    e->snapshot_ = std::make_shared<EngineStats>(e->totals_);
+    e->publish_now();
     log_info(
         "engine_ready kv_blocks={} block_size={} kv_mib={:.1f} kv_dtype={} max_model_len={} "
         "max_num_seqs={} max_num_batched_tokens={} prefix_caching={} chunked_prefill={}",
@@ -136,15 +129,16 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request r) {
     // As vLLM: max_tokens is capped to what the context leaves.
     r.sampling.max_tokens = int(len.capped_max_tokens);
     r.sampling.min_tokens = std::min(r.sampling.min_tokens, r.sampling.max_tokens);
-    PAGODA_TRY(scheduler::check_kv_fit(prompt_tokens + r.sampling.max_tokens, kv_block_size_.load(),
-                                       kv_num_blocks_.load()));
+    const std::shared_ptr<const EngineStats> snap = stats();
+    PAGODA_TRY(scheduler::check_kv_fit(prompt_tokens + r.sampling.max_tokens, snap->kv.block_size,
+                                       snap->num_kv_blocks));
     if (!r.arrival) r.arrival = Clock::now();
     std::shared_ptr<RequestStream> stream;
     {
         std::lock_guard<std::mutex> lock(intake_->mu);
         if (intake_->stop)
             return make_error(ErrorCode::kResourceExhausted, "the engine is shutting down");
-        if (queued_estimate_.load() >= intake_->current.max_waiting_requests) {
+        if (queued_estimate_.load() >= snap->knobs.max_waiting_requests) {
             return make_error(ErrorCode::kResourceExhausted,
                               "the waiting queue is full ({} requests); retry in {:.0f} s",
                               queued_estimate_.load(), retry_after_seconds());
@@ -175,17 +169,19 @@ Status Engine::check_knobs(const RuntimeKnobs& k) const {
 
 Status Engine::set_knobs(const RuntimeKnobs& k) {
     PAGODA_TRY(check_knobs(k));
+    std::future<Status> done;
     {
         std::lock_guard<std::mutex> lock(intake_->mu);
-        intake_->knobs = k;
+        if (intake_->stop)
+            return make_error(ErrorCode::kResourceExhausted, "the engine is stopping");
+        intake_->knobs.emplace_back(k, std::promise<Status>());
+        done = intake_->knobs.back().second.get_future();
     }
     intake_->wake();
-    return ok_status();
-}
-
-kvcache::KvCacheConfig Engine::kv_config() const {
-    std::lock_guard<std::mutex> lock(kv_mu_);
-    return kv_live_;
+    if (done.wait_for(std::chrono::seconds(120)) != std::future_status::ready) {
+        return make_error(ErrorCode::kInternal, "the knob change was not applied in 120 s");
+    }
+    return done.get();
 }
 
 Result<RelayoutReport> Engine::relayout(const kvcache::KvCacheConfig& kv) {
@@ -209,11 +205,6 @@ Result<RelayoutReport> Engine::relayout(const kvcache::KvCacheConfig& kv) {
     return done.get();
 }
 
-RuntimeKnobs Engine::knobs() const {
-    std::lock_guard<std::mutex> lock(intake_->mu);
-    return intake_->knobs ? *intake_->knobs : intake_->current;
-}
-
 std::shared_ptr<const EngineStats> Engine::stats() const {
     std::lock_guard<std::mutex> lock(pub_mu_);
     return snapshot_;
@@ -232,7 +223,8 @@ void Engine::loop() {
             if (reqs_.empty()) {
                 const bool work = intake_->cv.wait_for(lock, std::chrono::seconds(1), [&] {
                     return intake_->stop || !intake_->pending.empty() ||
-                           !intake_->cancels.empty() || intake_->knobs || intake_->relayout;
+                           !intake_->cancels.empty() || !intake_->knobs.empty() ||
+                           intake_->relayout;
                 });
                 if (intake_->stop) break;
                 if (!work) continue;  // idle: only the heartbeat
@@ -269,7 +261,15 @@ void Engine::publish(const scheduler::BatchPlan& plan, const StepTimings& t) {
     totals_.peak_kv_usage = std::max(totals_.peak_kv_usage, totals_.blocks.usage);
     totals_.peak_step_batched_tokens =
         std::max(totals_.peak_step_batched_tokens, plan.num_batched_tokens);
+    publish_now();
+}
+
+void Engine::publish_now() {
     totals_.knobs = sched_->knobs();
+    totals_.kv = pool_->config();
+    totals_.block_size = pool_->block_size();
+    totals_.num_kv_blocks = pool_->num_blocks();
+    totals_.kv_pool_bytes = pool_->total_bytes();
     auto snap = std::make_shared<const EngineStats>(totals_);
     std::lock_guard<std::mutex> lock(pub_mu_);
     snapshot_ = std::move(snap);

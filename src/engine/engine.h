@@ -54,12 +54,18 @@ struct StepTimings {
     double total() const { return schedule_s + forward_s + sample_s + output_s; }
 };
 
-// A snapshot published after every step.
+// The engine's state as one immutable value, published after every step and after every
+// applied change of knobs or KV layout (before set_knobs() or relayout() return): readers
+// take it whole (Engine::stats()), so the layout, the knobs and the counters they see are
+// from the same moment, and a refused change never shows.
 struct EngineStats {
     uint64_t steps = 0;
     scheduler::QueueCounts queue;
     kvcache::BlockStats blocks;
-    int64_t block_size = 0;
+    kvcache::KvCacheConfig kv;  // the live layout (EngineConfig::kv is the one created with)
+    int64_t block_size = 0;     // kv.block_size, as the metrics name it
+    int64_t num_kv_blocks = 0;
+    size_t kv_pool_bytes = 0;
     int64_t prompt_tokens = 0;      // prefill tokens computed (recompute included)
     int64_t generation_tokens = 0;  // tokens sampled
     int64_t requests_submitted = 0;
@@ -109,7 +115,9 @@ class Engine {
     Result<std::shared_ptr<RequestStream>> submit(Request r);
     double retry_after_seconds() const;  // estimate_retry_after_seconds() of the last snapshot
 
-    Status set_knobs(const RuntimeKnobs& k);  // applied between steps; logged
+    // Applied between two steps; returns once applied (the snapshot shows it) or refused
+    // (the snapshot keeps the old knobs). Logged.
+    Status set_knobs(const RuntimeKnobs& k);
     // Warmth between steps (the warm levels of control/warm_policy): when the engine runs
     // out of work it keeps the compute pool spinning for up to this long, so the next
     // request's forward pass does not pay the CPUs' wake-up; 0 (the default) parks at once
@@ -137,10 +145,10 @@ class Engine {
     // only a KV re-layout changes. False where the kernel cannot (Linux < 5.14).
     bool prefault_kv() const { return pool_->populate(); }
     Status check_knobs(const RuntimeKnobs& k) const;  // what set_knobs would refuse
-    RuntimeKnobs knobs() const;
+    RuntimeKnobs knobs() const { return stats()->knobs; }
     std::shared_ptr<const EngineStats> stats() const;
     const StepHistograms& step_histograms() const { return step_hist_; }
-    size_t kv_cache_bytes() const { return kv_pool_bytes_.load(); }
+    size_t kv_cache_bytes() const { return stats()->kv_pool_bytes; }
     int64_t num_unfinished() const { return unfinished_.load(); }
     // When the engine loop last went round (it wakes at least every second when idle):
     // health checks call the engine stalled when this is old.
@@ -149,9 +157,9 @@ class Engine {
     }
     const model::Model& model() const { return *model_; }
     const EngineConfig& config() const { return cfg_; }
-    int64_t num_kv_blocks() const { return kv_num_blocks_.load(); }
-    int kv_block_size() const { return kv_block_size_.load(); }
-    kvcache::KvCacheConfig kv_config() const;  // the live layout (config().kv: as created)
+    int64_t num_kv_blocks() const { return stats()->num_kv_blocks; }
+    int kv_block_size() const { return stats()->kv.block_size; }
+    kvcache::KvCacheConfig kv_config() const { return stats()->kv; }  // config().kv: as created
 
     // Rebuilds the KV pool with `kv` (block size, dtype, memory) between two steps: the new
     // pool is allocated while the old one still exists, every running sequence is preempted
@@ -177,7 +185,7 @@ class Engine {
     // go to outbox_ and reach their streams only after the step's snapshot is published.
     void step();
     void apply_intake();  // knobs, then new requests, then cancels
-    void apply_knobs(const RuntimeKnobs& k);
+    Status apply_knobs(const RuntimeKnobs& k);
     Result<RelayoutReport> apply_relayout(const kvcache::KvCacheConfig& kv);  // engine_relayout.cpp
     void admit(std::shared_ptr<RequestStream> stream, Request request);
     void handle_timeouts(const scheduler::BatchPlan& plan);
@@ -200,7 +208,8 @@ class Engine {
                                                const StepTimings& t);
     void add_output_time(const std::vector<LiveRequest*>& stepped, double output_s);
     void publish(const scheduler::BatchPlan& plan, const StepTimings& t);
-    void deliver();  // pushes outbox_ to the streams; call after publish()
+    void publish_now();  // totals_ with the live knobs and layout, between two steps
+    void deliver();      // pushes outbox_ to the streams; call after publish()
 
     // Ending samples and requests.
     void emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* logits);
@@ -250,11 +259,6 @@ class Engine {
     std::atomic<int64_t> warm_passes_interrupted_{0};
     Clock::time_point last_step_end_{};     // engine thread: for the idle wake-up penalty
     std::array<double, 16> forward_ema_{};  // engine thread: forward time by log2(tokens)
-    std::atomic<int> kv_block_size_{0};
-    std::atomic<int64_t> kv_num_blocks_{0};
-    std::atomic<size_t> kv_pool_bytes_{0};
-    mutable std::mutex kv_mu_;
-    kvcache::KvCacheConfig kv_live_;  // guarded by kv_mu_
     std::mutex lengths_mu_;
     std::deque<int32_t> finished_lengths_;  // guarded by lengths_mu_
 };

@@ -103,6 +103,39 @@ EngineConfig sim_config(const model::Model& m) {
     return c;
 }
 
+// One snapshot: a knob change shows in stats() as soon as set_knobs() returns (no step
+// needed), a refused one never shows, and the layout and knobs come in one value.
+TEST(EngineSnapshot, AppliedChangesShowAtOnceRefusedOnesNever) {
+    set_log_level(LogLevel::kWarn);
+    model::Model& m = stories();
+    auto e = Engine::create(m, config(16, 64));
+    ASSERT_TRUE(e.ok());
+    std::vector<std::shared_ptr<RequestStream>> busy;  // steps with forward passes meanwhile
+    for (const auto& p : random_prompts(m, 16, 60, 60, 5))
+        busy.push_back(*(*e)->submit(greedy(p, 150)));
+    const auto before = (*e)->stats();
+    RuntimeKnobs k = before->knobs;
+    k.max_num_seqs = 7;
+    k.max_waiting_requests = 33;
+    ASSERT_TRUE((*e)->set_knobs(k).ok());
+    const auto after = (*e)->stats();
+    EXPECT_EQ(after->knobs.max_num_seqs, 7);
+    EXPECT_EQ(after->knobs.max_waiting_requests, 33);
+    EXPECT_EQ((*e)->knobs().max_num_seqs, 7);
+    RuntimeKnobs bad = k;
+    bad.max_num_seqs = 0;
+    EXPECT_FALSE((*e)->set_knobs(bad).ok());
+    EXPECT_EQ((*e)->stats()->knobs.max_num_seqs, 7) << "a refused change never shows";
+    kvcache::KvCacheConfig kv = (*e)->kv_config();
+    kv.block_size = 32;
+    ASSERT_TRUE((*e)->relayout(kv).ok());
+    const auto relaid = (*e)->stats();
+    EXPECT_EQ(relaid->kv.block_size, 32);
+    EXPECT_EQ(relaid->block_size, 32);
+    EXPECT_EQ(relaid->knobs.max_num_seqs, 7);
+    for (auto& b : busy) collect(*b);
+}
+
 TEST(EngineSim, BatchInvariantDeterministicAndSizedAsTheCard) {
     set_log_level(LogLevel::kWarn);
     auto m = sim_model(5);

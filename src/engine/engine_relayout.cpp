@@ -39,15 +39,9 @@ Result<RelayoutReport> Engine::apply_relayout(const kvcache::KvCacheConfig& kv) 
     }
     blocks_ = std::move(new_blocks);
     pool_ = std::move(new_pool);  // the old pool is freed here
-    kv_block_size_.store(pool_->block_size());
-    kv_num_blocks_.store(pool_->num_blocks());
-    kv_pool_bytes_.store(pool_->total_bytes());
-    {
-        std::lock_guard<std::mutex> lock(kv_mu_);
-        kv_live_ = kv;
-    }
-    totals_.block_size = pool_->block_size();
     totals_.relayout_evictions += evicted.sequences;
+    totals_.blocks = blocks_->stats();
+    publish_now();  // before relayout() returns, readers see the new layout
     RelayoutReport rep;
     rep.block_size = pool_->block_size();
     rep.num_blocks = pool_->num_blocks();

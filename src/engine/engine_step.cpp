@@ -95,7 +95,7 @@ void Engine::fail_step(const scheduler::BatchPlan& plan, const StepTimings& t, c
 void Engine::apply_intake() {
     std::deque<std::pair<std::shared_ptr<RequestStream>, Request>> pending;
     std::vector<uint64_t> cancels;
-    std::optional<RuntimeKnobs> knobs;
+    std::vector<std::pair<RuntimeKnobs, std::promise<Status>>> knobs;
     std::optional<kvcache::KvCacheConfig> relayout;
     std::promise<Result<RelayoutReport>> relayout_done;
     {
@@ -103,13 +103,16 @@ void Engine::apply_intake() {
         pending.swap(intake_->pending);
         cancels.swap(intake_->cancels);
         knobs.swap(intake_->knobs);
-        if (knobs) intake_->current = *knobs;
         if (intake_->relayout) {
             relayout.swap(intake_->relayout);
             relayout_done = std::move(intake_->relayout_done);
         }
     }
-    if (knobs) apply_knobs(*knobs);
+    for (auto& [k, done] : knobs) {
+        Status st = apply_knobs(k);
+        publish_now();  // before set_knobs() returns, readers see the outcome
+        done.set_value(std::move(st));
+    }
     if (relayout) relayout_done.set_value(apply_relayout(*relayout));
     for (auto& [stream, request] : pending) admit(std::move(stream), std::move(request));
     for (uint64_t id : cancels) {
@@ -119,12 +122,12 @@ void Engine::apply_intake() {
     }
 }
 
-void Engine::apply_knobs(const RuntimeKnobs& k) {
+Status Engine::apply_knobs(const RuntimeKnobs& k) {
     const RuntimeKnobs old = sched_->knobs();
     const Status st = sched_->set_knobs(k);
     if (!st.ok()) {
         log_warn("knobs_refused error=\"{}\"", st.error().message);
-        return;
+        return st;
     }
     log_info(
         "knobs_changed max_num_seqs={}->{} max_num_batched_tokens={}->{} "
@@ -133,6 +136,7 @@ void Engine::apply_knobs(const RuntimeKnobs& k) {
         old.max_num_seqs, k.max_num_seqs, old.max_num_batched_tokens, k.max_num_batched_tokens,
         old.long_prefill_token_threshold, k.long_prefill_token_threshold, old.max_waiting_requests,
         k.max_waiting_requests, old.max_waiting_tokens, k.max_waiting_tokens);
+    return ok_status();
 }
 
 void Engine::admit(std::shared_ptr<RequestStream> stream, Request request) {

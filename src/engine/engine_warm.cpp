@@ -32,7 +32,7 @@ void Engine::spin_while_idle() {
     {
         std::lock_guard<std::mutex> lock(intake_->mu);  // work that came before `seen`
         if (intake_->stop || !intake_->pending.empty() || !intake_->cancels.empty() ||
-            intake_->knobs || intake_->relayout) {
+            !intake_->knobs.empty() || intake_->relayout) {
             return;
         }
     }

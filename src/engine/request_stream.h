@@ -40,11 +40,11 @@ struct Intake {
     std::condition_variable cv;
     std::deque<std::pair<std::shared_ptr<RequestStream>, Request>> pending;
     std::vector<uint64_t> cancels;
-    std::optional<scheduler::RuntimeKnobs> knobs;  // to apply before the next step
+    // Knob changes to apply before the next step, in order, and where each outcome goes.
+    std::vector<std::pair<scheduler::RuntimeKnobs, std::promise<Status>>> knobs;
     // A KV re-layout to apply before the next step, and where its outcome goes.
     std::optional<kvcache::KvCacheConfig> relayout;
     std::promise<Result<RelayoutReport>> relayout_done;
-    scheduler::RuntimeKnobs current;  // what the loop runs with
     bool stop = false;
     uint64_t next_id = 1;
     // Bumped by every wake(): the idle spin (engine.cpp) watches it without the lock.

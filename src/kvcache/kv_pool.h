@@ -45,6 +45,7 @@ class KvPool {
     static Result<KvPool> create(const KvCacheConfig& cfg, int num_layers, int num_kv_heads,
                                  int head_dim);
 
+    const KvCacheConfig& config() const { return cfg_; }  // as created
     int block_size() const { return cfg_.block_size; }
     int64_t num_blocks() const { return num_blocks_; }
     int num_layers() const { return num_layers_; }
