@@ -13,11 +13,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/jinja.h"
+#include "template/jinja.h"
 
 namespace {
 
-using pagoda::server::jinja::Template;
+using pagoda::jinja::Template;
 
 void check(bool cond) {
     if (!cond) std::abort();

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
-#include "server/jinja.h"
+#include "template/jinja.h"
 
 namespace pagoda::server {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Chat prompts from OpenAI `messages`, rendered as transformers' apply_chat_template renders
 // them: the model's tokenizer.chat_template (or --chat-template FILE) through the Jinja
-// engine (server/jinja.h) with messages, tools, documents, add_generation_prompt, the
+// engine (template/jinja.h) with messages, tools, documents, add_generation_prompt, the
 // special tokens (bos_token, eos_token, ...) and the request's chat_template_kwargs.
 //
 // No guessing: a template that does not parse is kept as a load-time error (logged at

@@ -3,7 +3,7 @@
 statement, filter, test, method and whitespace rule, with the text Python's jinja2 renders
 (configured as transformers configures it, reference.py). `--write` regenerates the file;
 without it, checks that the committed expectations still match jinja2 (run by ctest's
-chat_templates_test). src/server/jinja_test.cpp renders every case with Pagoda.
+chat_templates_test). src/template/jinja_test.cpp renders every case with Pagoda.
 
 Cases marked "pagoda" hold what Pagoda renders where transformers' sandbox refuses on
 purpose (list.append): their text is ours, not jinja2's."""

@@ -2,10 +2,10 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "server/jinja_internal.h"
+#include "template/jinja_internal.h"
 #include "tokenizer/unicode.h"
 
-namespace pagoda::server::jinja {
+namespace pagoda::jinja {
 
 namespace {
 
@@ -237,4 +237,4 @@ std::vector<Piece> split_template(const std::string& src) {
     return out;
 }
 
-}  // namespace pagoda::server::jinja
+}  // namespace pagoda::jinja

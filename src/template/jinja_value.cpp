@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "server/jinja_internal.h"
+#include "template/jinja_internal.h"
 
-namespace pagoda::server::jinja {
+namespace pagoda::jinja {
 
 void check_size(size_t n, int line) {
     if (n > (size_t(16) << 20)) fail(line, "a value larger than 16 MiB (16 Mi items)");
@@ -494,4 +494,4 @@ std::vector<json> bind_args(const Args& a, const std::vector<std::string>& names
     return out;
 }
 
-}  // namespace pagoda::server::jinja
+}  // namespace pagoda::jinja

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cctype>
 
-#include "server/jinja_internal.h"
+#include "template/jinja_internal.h"
 
-namespace pagoda::server::jinja {
+namespace pagoda::jinja {
 
 namespace {
 
@@ -275,4 +275,4 @@ std::vector<Node> parse_statements(const std::vector<Piece>& pieces) {
     return root;
 }
 
-}  // namespace pagoda::server::jinja
+}  // namespace pagoda::jinja

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace pagoda::server::jinja {
+namespace pagoda::jinja {
 
 using json = nlohmann::ordered_json;
 
@@ -232,4 +232,4 @@ struct Macro {
     std::optional<json> caller;  // for a macro called from {% call %}
 };
 
-}  // namespace pagoda::server::jinja
+}  // namespace pagoda::jinja

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cctype>
 
-#include "server/jinja_internal.h"
+#include "template/jinja_internal.h"
 
-namespace pagoda::server::jinja {
+namespace pagoda::jinja {
 
 namespace {
 
@@ -350,4 +350,4 @@ std::optional<json> call_global(Scope& s, const std::string& name, const Args& a
     return std::nullopt;
 }
 
-}  // namespace pagoda::server::jinja
+}  // namespace pagoda::jinja

@@ -1,13 +1,13 @@
 // The Jinja evaluator: runs the statement tree (jinja_parse.cpp) against a scope, with
 // macros, caller(), loops with loop.* and break/continue, block set and filter blocks; and
 // the public Template API.
-#include "server/jinja.h"
+#include "template/jinja.h"
 
 #include <algorithm>
 
-#include "server/jinja_internal.h"
+#include "template/jinja_internal.h"
 
-namespace pagoda::server::jinja {
+namespace pagoda::jinja {
 
 struct Template::Impl {
     std::vector<Node> root;
@@ -258,4 +258,4 @@ Result<std::string> Template::render(const nlohmann::json& context,
     return render(nlohmann::ordered_json(context), opts);
 }
 
-}  // namespace pagoda::server::jinja
+}  // namespace pagoda::jinja

@@ -3,9 +3,9 @@
 // unary - + > primary with postfix (. [] ()) and then filters (|) and tests (is).
 #include <algorithm>
 
-#include "server/jinja_internal.h"
+#include "template/jinja_internal.h"
 
-namespace pagoda::server::jinja {
+namespace pagoda::jinja {
 
 namespace {
 
@@ -568,4 +568,4 @@ Expr compile_expr(const std::string& s, int line) {
     return ExprParser(lex_expr(s, line), line).parse_all();
 }
 
-}  // namespace pagoda::server::jinja
+}  // namespace pagoda::jinja

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "server/jinja_internal.h"
+#include "template/jinja_internal.h"
 
-namespace pagoda::server::jinja {
+namespace pagoda::jinja {
 
 namespace {
 
@@ -589,4 +589,4 @@ bool apply_test(Scope& s, const std::string& t, const json& v, const Args& a, in
     return it->second(s, v, a.pos, line);
 }
 
-}  // namespace pagoda::server::jinja
+}  // namespace pagoda::jinja

@@ -17,7 +17,7 @@
 
 #include "base/result.h"
 
-namespace pagoda::server::jinja {
+namespace pagoda::jinja {
 
 struct RenderOptions {
     std::optional<std::time_t> now;  // strftime_now's time; unset: the real local time
@@ -43,4 +43,4 @@ class Template {
     std::shared_ptr<const Impl> impl_;
 };
 
-}  // namespace pagoda::server::jinja
+}  // namespace pagoda::jinja
