@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "bench/baseline.h"
-#include "control/rule_expr.h"
+#include "control/alerting/rule_expr.h"
 
 namespace pagoda::app {
 

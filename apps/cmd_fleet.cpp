@@ -23,7 +23,7 @@
 #include "apps/router_setup.h"
 #include "base/log.h"
 #include "bench/baseline.h"
-#include "control/state_db.h"
+#include "control/config/state_db.h"
 
 namespace pagoda::app {
 namespace {

@@ -12,8 +12,8 @@
 
 #include "apps/cli_common.h"
 #include "apps/commands.h"
-#include "control/forecast_tier.h"
-#include "control/state_db.h"
+#include "control/config/state_db.h"
+#include "control/forecast/forecast_tier.h"
 
 namespace pagoda::app {
 namespace {

@@ -14,7 +14,7 @@
 #include "apps/commands.h"
 #include "apps/router_setup.h"
 #include "base/log.h"
-#include "control/state_db.h"
+#include "control/config/state_db.h"
 #include "router/rollout.h"
 #include "router/router.h"
 #include "router/schedule.h"

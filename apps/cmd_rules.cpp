@@ -9,7 +9,7 @@
 
 #include "apps/cli_common.h"
 #include "apps/commands.h"
-#include "control/alert_rules.h"
+#include "control/alerting/alert_rules.h"
 
 namespace pagoda::app {
 namespace {

@@ -23,7 +23,7 @@
 #include "apps/commands.h"
 #include "bench/scenario.h"
 #include "bench/tune.h"
-#include "control/state_db.h"
+#include "control/config/state_db.h"
 #include "http/client.h"
 
 extern char** environ;

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "control/alerting.h"
+#include "control/alerting/alerting.h"
 #include "control/control_plane.h"
 #include "server/config_admin.h"
 

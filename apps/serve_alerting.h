@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "control/alerting.h"
+#include "control/alerting/alerting.h"
 #include "server/request_log.h"
 
 namespace CLI {

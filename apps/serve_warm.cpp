@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "control/rule_expr.h"
+#include "control/alerting/rule_expr.h"
 
 namespace pagoda::app {
 

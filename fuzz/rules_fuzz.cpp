@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "control/alert_rules.h"
+#include "control/alerting/alert_rules.h"
 #include "metrics/prom_text.h"
 
 using namespace pagoda;

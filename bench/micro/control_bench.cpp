@@ -22,7 +22,7 @@
 
 #include "base/huge_buffer.h"
 #include "base/log.h"
-#include "control/block_size_policy.h"
+#include "control/policy/block_size_policy.h"
 #include "engine/engine.h"
 #include "kernels/cpu/ops.h"
 #include "model/test_model.h"

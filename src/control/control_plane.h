@@ -18,12 +18,12 @@
 #include <mutex>
 #include <thread>
 
-#include "control/block_size_policy.h"
-#include "control/config_manager.h"
-#include "control/forecast_tier.h"
-#include "control/length_stats.h"
-#include "control/oom_guard.h"
-#include "control/warm_policy.h"
+#include "control/config/config_manager.h"
+#include "control/forecast/forecast_tier.h"
+#include "control/policy/block_size_policy.h"
+#include "control/policy/length_stats.h"
+#include "control/policy/oom_guard.h"
+#include "control/warm/warm_policy.h"
 
 namespace pagoda::control {
 
