@@ -14,13 +14,13 @@
 #include "apps/chat_flags.h"
 #include "apps/cli_common.h"
 #include "apps/commands.h"
-#include "apps/config_admin.h"
 #include "apps/config_file.h"
 #include "apps/engine_flags.h"
 #include "apps/serve_alerting.h"
 #include "apps/serve_startup.h"
 #include "apps/serve_warm.h"
 #include "base/log.h"
+#include "control/admin.h"
 #include "engine/engine.h"
 #include "http/server.h"
 #include "kernels/cpu/ops.h"
@@ -304,9 +304,9 @@ int run_serve(const ServeFlags& f) {
     std::atomic<int> bound_port{f.port};  // the listening port, once known (--port 0)
     auto alerting = make_alerting(f, **eng, **plane, ctl->config.state_dir, api_ptr, bound_port);
     if (!alerting.ok()) return fail(alerting.error());
-    std::shared_ptr<ControlAdmin> admin =
-        make_config_admin(std::move(plane).value(), std::move(alerting).value());
-    sc.config_admin = admin;
+    std::shared_ptr<control::ControlService> admin =
+        control::start_control_service(std::move(plane).value(), std::move(alerting).value());
+    sc.admin = admin->routes();
     std::atomic<http::Server*> server_ptr{nullptr};
     sc.open_connections = [&server_ptr] {
         http::Server* s = server_ptr.load();
@@ -351,8 +351,8 @@ int run_serve(const ServeFlags& f) {
             why = sig == SIGTERM ? "SIGTERM" : "SIGINT";
             break;
         }
-        if (sig == SIGHUP) {
-            const server::AdminReply r = admin->rules(true);
+        if (sig == SIGHUP && sc.admin.alerts) {
+            const server::AdminReply r = sc.admin.alerts->rules(true);
             log_info("sighup rules_reload status={}", r.status);
         }
         if (api.draining()) break;

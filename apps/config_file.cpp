@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/toml_reader.h"
+
 namespace pagoda::app {
 
 namespace {
@@ -28,13 +30,11 @@ void add_config_file_option(CLI::App* app, std::string& path) {
 
 Status apply_config_file(CLI::App* app, const std::string& path) {
     if (path.empty()) return ok_status();
-    toml::table t;
-    try {
-        t = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorCode::kInvalidArgument, "--config {}: line {}, column {}: {}", path,
-                          e.source().begin.line, e.source().begin.column, e.description());
+    auto parsed = parse_toml_file(path, TomlErrorStyle::kProse);
+    if (!parsed.ok()) {
+        return make_error(ErrorCode::kInvalidArgument, "--config {}", parsed.error().message);
     }
+    const toml::table& t = *parsed;
     for (const auto& [k, node] : t) {
         std::string key(k.str());
         for (char& c : key) c = c == '_' ? '-' : c;

@@ -1,3 +1,4 @@
+// Error code names and the PAGODA_CHECK failure handler (result.h, check.h).
 #include <cstdio>
 #include <cstdlib>
 

@@ -1,3 +1,4 @@
+// HugeBuffer: the implementation (the contract is in base/huge_buffer.h).
 #include "base/huge_buffer.h"
 
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// Logging: the implementation (the contract is in base/log.h).
 #include "base/log.h"
 
 #include <atomic>

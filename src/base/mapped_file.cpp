@@ -1,3 +1,4 @@
+// MappedFile: the implementation (the contract is in base/mapped_file.h).
 #include "base/mapped_file.h"
 
 #include <fcntl.h>

@@ -1,8 +1,10 @@
-// Memory sizes with units (units.h).
+// Memory sizes and durations with units (units.h).
 #include "base/units.h"
 
+#include <fmt/core.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
 #include <string>
 
@@ -48,6 +50,39 @@ Result<int64_t> parse_memory(const std::string& s) {
         return make_error(ErrorCode::kInvalidArgument, "memory size '{}' must be positive", s);
     }
     return int64_t(v * mult);
+}
+
+Result<int64_t> parse_duration_ms(std::string_view text) {
+    struct Unit {
+        const char* name;
+        int64_t ms;
+    };
+    static const Unit kUnits[] = {
+        {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}};
+    size_t i = 0;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    const std::string_view unit = text.substr(i);
+    if (i == 0 || i > 9) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "bad duration '{}': expected a whole number and a unit (ms, s, m, h, d), "
+                          "e.g. 30s or 5m",
+                          text);
+    }
+    const int64_t n = std::stoll(std::string(text.substr(0, i)));
+    for (const Unit& u : kUnits) {
+        if (unit == u.name) return n * u.ms;
+    }
+    return make_error(ErrorCode::kInvalidArgument,
+                      "bad duration '{}': unit must be ms, s, m, h or d, e.g. 30s or 5m", text);
+}
+
+std::string format_duration(int64_t ms) {
+    if (ms == 0) return "0s";
+    if (ms % 86'400'000 == 0) return fmt::format("{}d", ms / 86'400'000);
+    if (ms % 3'600'000 == 0) return fmt::format("{}h", ms / 3'600'000);
+    if (ms % 60'000 == 0) return fmt::format("{}m", ms / 60'000);
+    if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+    return fmt::format("{}ms", ms);
 }
 
 }  // namespace pagoda

@@ -1,3 +1,4 @@
+// The performance-baseline store: the implementation (the contract is in bench/baseline.h).
 #include "bench/baseline.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>

@@ -1,3 +1,4 @@
+// Report output: the implementation (the contract is in bench/output.h).
 #include "bench/output.h"
 
 #include <algorithm>
@@ -199,42 +200,9 @@ json report_json(const Report& r) {
     return j;
 }
 
-std::string terminal_summary(const Report& r) {
+// Server-side stage means from the target's /metrics, beside the client's view.
+std::string server_side_lines(const Report& r) {
     std::string o;
-    o += fmt::format("scenario {}  ({:.1f} s, counted window {:.0f}-{:.0f} s)\n", r.scenario,
-                     r.duration_s, r.window_begin_s, r.window_end_s);
-    o += fmt::format(
-        "{:<12} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>8}\n", "class",
-        "sent", "ok", "failed", "ttft p50", "ttft p99", "tpot p50", "tpot p99", "e2e p50",
-        "e2e p99", "req/s", "out tok/s", "goodput");
-    auto row = [&](const Stats& s) {
-        o += fmt::format(
-            "{:<12} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2f} {:>9.1f} "
-            "{:>7.0f}%\n",
-            s.name.substr(0, 12), s.sent, s.completed, s.failed, ms(s.ttft.p50), ms(s.ttft.p99),
-            ms(s.tpot.p50), ms(s.tpot.p99), ms(s.e2e.p50), ms(s.e2e.p99), s.requests_per_s,
-            s.output_tokens_per_s, s.goodput_ratio * 100);
-    };
-    for (const auto& c : r.classes) {
-        if (r.classes.size() > 1) row(c);
-    }
-    row(r.overall);
-    o += "(latencies in ms; goodput = share of requests meeting every SLO of their class)\n";
-    for (const auto& [k, v] : r.overall.errors) o += fmt::format("errors: {} x {}\n", v, k);
-    if (r.retries > 0) {
-        o += fmt::format(
-            "retries: {} requests met a keep-alive connection the server had closed and were "
-            "sent again on a fresh one (not errors)\n",
-            r.retries);
-    }
-    if (r.client_saturated) {
-        o += fmt::format(
-            "WARNING: the client fell behind its schedule ({} sends over 10 ms late, p99 {:.1f} "
-            "ms): "
-            "the offered load was lower than asked\n",
-            r.late_sends, r.send_lag_p99_ms);
-    }
-    // Server-side stage means from the target's /metrics, beside the client's view.
     json sm = json::parse(r.server_metrics_json, nullptr, false);
     if (sm.is_object()) {
         auto mean_ms = [&](const std::string& base) {
@@ -273,6 +241,45 @@ std::string terminal_summary(const Report& r) {
                 cpu);
         }
     }
+    return o;
+}
+
+std::string terminal_summary(const Report& r) {
+    std::string o;
+    o += fmt::format("scenario {}  ({:.1f} s, counted window {:.0f}-{:.0f} s)\n", r.scenario,
+                     r.duration_s, r.window_begin_s, r.window_end_s);
+    o += fmt::format(
+        "{:<12} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>8}\n", "class",
+        "sent", "ok", "failed", "ttft p50", "ttft p99", "tpot p50", "tpot p99", "e2e p50",
+        "e2e p99", "req/s", "out tok/s", "goodput");
+    auto row = [&](const Stats& s) {
+        o += fmt::format(
+            "{:<12} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2f} {:>9.1f} "
+            "{:>7.0f}%\n",
+            s.name.substr(0, 12), s.sent, s.completed, s.failed, ms(s.ttft.p50), ms(s.ttft.p99),
+            ms(s.tpot.p50), ms(s.tpot.p99), ms(s.e2e.p50), ms(s.e2e.p99), s.requests_per_s,
+            s.output_tokens_per_s, s.goodput_ratio * 100);
+    };
+    for (const auto& c : r.classes) {
+        if (r.classes.size() > 1) row(c);
+    }
+    row(r.overall);
+    o += "(latencies in ms; goodput = share of requests meeting every SLO of their class)\n";
+    for (const auto& [k, v] : r.overall.errors) o += fmt::format("errors: {} x {}\n", v, k);
+    if (r.retries > 0) {
+        o += fmt::format(
+            "retries: {} requests met a keep-alive connection the server had closed and were "
+            "sent again on a fresh one (not errors)\n",
+            r.retries);
+    }
+    if (r.client_saturated) {
+        o += fmt::format(
+            "WARNING: the client fell behind its schedule ({} sends over 10 ms late, p99 {:.1f} "
+            "ms): "
+            "the offered load was lower than asked\n",
+            r.late_sends, r.send_lag_p99_ms);
+    }
+    o += server_side_lines(r);
     if (!r.aborted.empty()) o += fmt::format("ABORTED: {}\n", r.aborted);
     if (!r.criteria.empty()) {
         o += "criteria:\n";
@@ -363,6 +370,38 @@ std::string timeline_charts(const Report& r, const Scenario& s,
 
 }  // namespace
 
+// The latency CDFs per class and the request rates over time.
+std::string latency_and_rate_charts(const Report& r, const Scenario& s,
+                                    const std::vector<RequestRecord>& records) {
+    std::string o = "<h2>Latency distributions</h2>";
+    std::vector<Series> ttft, e2e;
+    for (size_t c = 0; c < s.classes.size(); ++c) {
+        std::vector<double> t, e;
+        for (const auto& rec : records) {
+            if (rec.klass == int(c) && rec.ok() && rec.target == 0) {
+                t.push_back(rec.ttft_ms());
+                e.push_back(rec.e2e_ms());
+            }
+        }
+        ttft.push_back(cdf(s.classes[c].name, t));
+        e2e.push_back(cdf(s.classes[c].name, e));
+    }
+    o += svg_chart("TTFT CDF", "ms", "fraction", ttft);
+    o += svg_chart("End-to-end latency CDF", "ms", "fraction", e2e);
+    o += "<h2>Over time</h2>";
+    Series sent{"sent/s", {}}, done{"completed/s", {}}, infl{"in flight", {}},
+        tt{"mean TTFT (ms)", {}};
+    for (size_t i = 0; i < r.series.size(); ++i) {
+        sent.pts.emplace_back(double(i), double(r.series[i].sent));
+        done.pts.emplace_back(double(i), double(r.series[i].completed));
+        infl.pts.emplace_back(double(i), double(r.series[i].in_flight));
+        if (r.series[i].ttft_mean_ms > 0) tt.pts.emplace_back(double(i), r.series[i].ttft_mean_ms);
+    }
+    o += svg_chart("Throughput", "seconds", "requests", {sent, done, infl});
+    o += svg_chart("TTFT over time", "seconds", "ms", {tt});
+    return o;
+}
+
 std::string html_report(const Report& r, const Scenario& s,
                         const std::vector<RequestRecord>& records) {
     std::string o = "<!DOCTYPE html><html><head><meta charset='utf-8'><title>pagoda bench: " +
@@ -419,32 +458,8 @@ std::string html_report(const Report& r, const Scenario& s,
             ms(st->e2e.p50), ms(st->e2e.p99), st->requests_per_s, st->output_tokens_per_s,
             st->goodput_ratio * 100);
     }
-    o += "</table><h2>Latency distributions</h2>";
-    std::vector<Series> ttft, e2e;
-    for (size_t c = 0; c < s.classes.size(); ++c) {
-        std::vector<double> t, e;
-        for (const auto& rec : records) {
-            if (rec.klass == int(c) && rec.ok() && rec.target == 0) {
-                t.push_back(rec.ttft_ms());
-                e.push_back(rec.e2e_ms());
-            }
-        }
-        ttft.push_back(cdf(s.classes[c].name, t));
-        e2e.push_back(cdf(s.classes[c].name, e));
-    }
-    o += svg_chart("TTFT CDF", "ms", "fraction", ttft);
-    o += svg_chart("End-to-end latency CDF", "ms", "fraction", e2e);
-    o += "<h2>Over time</h2>";
-    Series sent{"sent/s", {}}, done{"completed/s", {}}, infl{"in flight", {}},
-        tt{"mean TTFT (ms)", {}};
-    for (size_t i = 0; i < r.series.size(); ++i) {
-        sent.pts.emplace_back(double(i), double(r.series[i].sent));
-        done.pts.emplace_back(double(i), double(r.series[i].completed));
-        infl.pts.emplace_back(double(i), double(r.series[i].in_flight));
-        if (r.series[i].ttft_mean_ms > 0) tt.pts.emplace_back(double(i), r.series[i].ttft_mean_ms);
-    }
-    o += svg_chart("Throughput", "seconds", "requests", {sent, done, infl});
-    o += svg_chart("TTFT over time", "seconds", "ms", {tt});
+    o += "</table>";
+    o += latency_and_rate_charts(r, s, records);
     o += timeline_charts(r, s, records);
     o += "<p>Definitions: docs/metrics.md (pagoda bench). Generated by pagoda "
          "bench.</p></body></html>\n";

@@ -1,3 +1,4 @@
+// A load scenario: the implementation (the contract is in bench/scenario.h).
 #include "bench/scenario.h"
 
 #include <algorithm>

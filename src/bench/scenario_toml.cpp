@@ -9,148 +9,35 @@
 #include <cstring>
 #include <set>
 
+#include "base/toml_reader.h"
 #include "bench/scenario.h"
 
 namespace pagoda::bench {
 
 namespace {
 
-struct Ctx {
-    std::string file;
-    std::optional<Error> err;
+using Ctx = TomlReader;
+using Reader = TomlTable;
 
-    void fail(const toml::node* n, const std::string& key, const std::string& reason) {
-        if (err) return;
-        int line = 0, col = 0;
-        if (n) {
-            line = int(n->source().begin.line);
-            col = int(n->source().begin.column);
-        }
-        err = make_error(ErrorCode::kInvalidFile, "{}:{}:{}: {}: {}", file, line, col, key, reason);
-    }
-};
-
-class Reader {
-  public:
-    Reader(const toml::table& t, std::string prefix, Ctx& ctx)
-        : t_(t), prefix_(std::move(prefix)), ctx_(ctx) {}
-
-    std::string key(std::string_view k) const {
-        return prefix_.empty() ? std::string(k) : prefix_ + "." + std::string(k);
-    }
-    const toml::node* get(std::string_view k) {
-        used_.insert(std::string(k));
-        return t_.get(k);
-    }
-    bool has(std::string_view k) const { return t_.contains(k); }
-
-    void number(std::string_view k, double& out, double min, double max,
-                bool min_exclusive = false) {
-        const toml::node* n = get(k);
-        if (!n) return;
-        double v;
-        if (auto i = n->as_integer()) {
-            v = double(i->get());
-        } else if (auto f = n->as_floating_point()) {
-            v = f->get();
-        } else {
-            return ctx_.fail(n, key(k), fmt::format("expected a number, got {}", type_name(*n)));
-        }
-        if (!std::isfinite(v) || v < min || v > max || (min_exclusive && v == min)) {
-            return ctx_.fail(n, key(k),
-                             fmt::format("{} is out of range; allowed: {} {} to {}", v,
-                                         min_exclusive ? "above" : "from", min, max));
-        }
+// A duration: "30s" or a number of seconds.
+void read_duration(Reader& r, std::string_view k, double& out) {
+    const toml::node* n = r.get(k);
+    if (!n) return;
+    if (auto s = n->as_string()) {
+        auto d = parse_duration(s->get());
+        if (!d) return r.fail(n, k, d.error().message);
+        out = *d;
+    } else if (n->is_number()) {
+        double v = n->is_integer() ? double(n->as_integer()->get()) : n->as_floating_point()->get();
+        if (!(v >= 0) || !std::isfinite(v))
+            return r.fail(n, k, fmt::format("{} must be >= 0 seconds", v));
         out = v;
+    } else {
+        r.fail(n, k,
+               fmt::format("expected a duration such as \"30s\" or a number of seconds, got {}",
+                           Reader::type_name(*n)));
     }
-    void integer(std::string_view k, int64_t& out, int64_t min, int64_t max) {
-        const toml::node* n = get(k);
-        if (!n) return;
-        auto i = n->as_integer();
-        if (!i)
-            return ctx_.fail(n, key(k), fmt::format("expected an integer, got {}", type_name(*n)));
-        if (i->get() < min || i->get() > max) {
-            return ctx_.fail(
-                n, key(k),
-                fmt::format("{} is out of range; allowed: {} to {}", i->get(), min, max));
-        }
-        out = i->get();
-    }
-    void string(std::string_view k, std::string& out) {
-        const toml::node* n = get(k);
-        if (!n) return;
-        auto s = n->as_string();
-        if (!s)
-            return ctx_.fail(n, key(k), fmt::format("expected a string, got {}", type_name(*n)));
-        out = s->get();
-    }
-    void choice(std::string_view k, std::string& out, const std::vector<std::string>& allowed) {
-        const toml::node* n = t_.get(k);
-        string(k, out);
-        if (n && !ctx_.err && std::find(allowed.begin(), allowed.end(), out) == allowed.end()) {
-            std::string list;
-            for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-            ctx_.fail(n, key(k), fmt::format("'{}' is not allowed; use one of: {}", out, list));
-        }
-    }
-    void duration(std::string_view k, double& out) {
-        const toml::node* n = get(k);
-        if (!n) return;
-        if (auto s = n->as_string()) {
-            auto d = parse_duration(s->get());
-            if (!d) return ctx_.fail(n, key(k), d.error().message);
-            out = *d;
-        } else if (n->is_number()) {
-            double v =
-                n->is_integer() ? double(n->as_integer()->get()) : n->as_floating_point()->get();
-            if (!(v >= 0) || !std::isfinite(v))
-                return ctx_.fail(n, key(k), fmt::format("{} must be >= 0 seconds", v));
-            out = v;
-        } else {
-            ctx_.fail(
-                n, key(k),
-                fmt::format("expected a duration such as \"30s\" or a number of seconds, got {}",
-                            type_name(*n)));
-        }
-    }
-    const toml::table* table(std::string_view k) {
-        const toml::node* n = get(k);
-        if (!n) return nullptr;
-        if (!n->is_table()) {
-            ctx_.fail(n, key(k), fmt::format("expected a table, got {}", type_name(*n)));
-            return nullptr;
-        }
-        return n->as_table();
-    }
-    // Unknown keys are errors (a typo must not silently change the load).
-    void finish(const std::vector<std::string>& allowed) {
-        for (auto&& [k, v] : t_) {
-            if (std::find(allowed.begin(), allowed.end(), std::string(k.str())) == allowed.end()) {
-                std::string list;
-                for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-                ctx_.fail(&v, key(k.str()), fmt::format("unknown key; allowed here: {}", list));
-                return;
-            }
-        }
-    }
-    static const char* type_name(const toml::node& n) {
-        switch (n.type()) {
-            case toml::node_type::string: return "a string";
-            case toml::node_type::integer: return "an integer";
-            case toml::node_type::floating_point: return "a number";
-            case toml::node_type::boolean: return "a boolean";
-            case toml::node_type::array: return "an array";
-            case toml::node_type::table: return "a table";
-            default: return "a date or time";
-        }
-    }
-
-  private:
-    const toml::table& t_;
-    std::string prefix_;
-    Ctx& ctx_;
-    std::set<std::string> used_;
-};
+}
 
 void read_length(const toml::node* n, const std::string& key, LengthDist& d, Ctx& ctx) {
     if (!n) return;
@@ -191,7 +78,7 @@ void read_length(const toml::node* n, const std::string& key, LengthDist& d, Ctx
             ctx.fail(n, key, "dist = \"uniform\" needs low and high");
         r.number("low", d.low, 1, kMax);
         r.number("high", d.high, 1, kMax);
-        if (!ctx.err && d.low > d.high)
+        if (!ctx.failed() && d.low > d.high)
             ctx.fail(n, key, fmt::format("low ({}) is above high ({})", d.low, d.high));
         allowed.insert(allowed.end(), {"low", "high"});
     } else if (dist == "normal" || dist == "lognormal") {
@@ -219,7 +106,7 @@ void read_length(const toml::node* n, const std::string& key, LengthDist& d, Ctx
         }
         allowed.push_back("values");
     }
-    if (!ctx.err && d.min > d.max)
+    if (!ctx.failed() && d.min > d.max)
         ctx.fail(n, key, fmt::format("min ({}) is above max ({})", d.min, d.max));
     r.finish(allowed);
 }
@@ -240,37 +127,46 @@ void read_phase(const toml::table& t, const std::string& key, Phase& p,
     if (!t.contains("rate")) ctx.fail(&t, key, "needs rate (requests per second)");
     r.number("rate", p.rate, 0, 1e6, true);
     r.number("burstiness", p.burstiness, 0, 1e3, true);
-    r.duration("duration", p.duration_s);
+    read_duration(r, "duration", p.duration_s);
     r.finish({"process", "rate", "burstiness", "duration"});
 }
 
-}  // namespace
-
-Result<Scenario> parse_scenario(std::string_view text, const std::string& source_name) {
-    toml::table root;
-    try {
-        root = toml::parse(text, source_name);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorCode::kInvalidFile, "{}:{}:{}: {}", source_name,
-                          e.source().begin.line, e.source().begin.column, e.description());
+// [arrival] for the open-loop processes: one phase, or [[arrival.phases]].
+void read_open_arrival(const toml::table& a, Reader& ar, const std::string& process, Scenario& s,
+                       Ctx& ctx) {
+    s.arrival.kind = Arrival::Kind::kOpen;
+    double burstiness = 1;
+    if (a.contains("phases")) ar.number("burstiness", burstiness, 0, 1e3, true);
+    if (const toml::node* ph = ar.get("phases")) {
+        const toml::array* arr = ph->as_array();
+        if (!arr || arr->empty()) {
+            ctx.fail(ph, "arrival.phases", "expected one or more [[arrival.phases]] tables");
+        } else {
+            for (size_t i = 0; i < arr->size() && !ctx.failed(); ++i) {
+                const toml::node& e = *arr->get(i);
+                std::string key = fmt::format("arrival.phases[{}]", i);
+                if (!e.is_table()) {
+                    ctx.fail(&e, key, "expected a table");
+                    break;
+                }
+                Phase p;
+                read_phase(*e.as_table(), key, p, process, ctx, burstiness);
+                if (!ctx.failed() && p.duration_s <= 0 && i + 1 < arr->size()) {
+                    ctx.fail(&e, key, "every phase but the last needs duration > 0");
+                }
+                s.arrival.phases.push_back(p);
+            }
+        }
+        ar.finish({"process", "burstiness", "phases"});
+    } else {
+        Phase p;
+        read_phase(a, "arrival", p, process, ctx);
+        s.arrival.phases.push_back(p);
     }
-    Ctx ctx{source_name, std::nullopt};
-    Scenario s;
-    s.classes.clear();
-    Reader r(root, "", ctx);
-    r.string("name", s.name);
-    r.choice("endpoint", s.endpoint, {"completions", "chat"});
-    r.string("model", s.model);
-    r.duration("duration", s.duration_s);
-    r.integer("requests", s.requests, 1, int64_t(1) << 40);
-    r.duration("warmup", s.warmup_s);
-    r.duration("cooldown", s.cooldown_s);
-    r.duration("timeout", s.timeout_s);
-    r.duration("window", s.window_s);
-    int64_t seed = 1;
-    r.integer("seed", seed, 0, INT64_MAX);
-    s.seed = uint64_t(seed);
+}
 
+// [arrival]: the process and its parameters.
+void read_arrival(const toml::table& root, Reader& r, Scenario& s, Ctx& ctx) {
     if (const toml::table* a = r.table("arrival")) {
         Reader ar(*a, "arrival", ctx);
         std::string process = "poisson";
@@ -291,83 +187,63 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
             ar.number("speed", s.arrival.trace_speed, 0, 1e6, true);
             ar.finish({"process", "trace", "speed"});
         } else {
-            s.arrival.kind = Arrival::Kind::kOpen;
-            double burstiness = 1;
-            if (a->contains("phases")) ar.number("burstiness", burstiness, 0, 1e3, true);
-            if (const toml::node* ph = ar.get("phases")) {
-                const toml::array* arr = ph->as_array();
-                if (!arr || arr->empty()) {
-                    ctx.fail(ph, "arrival.phases",
-                             "expected one or more [[arrival.phases]] tables");
-                } else {
-                    for (size_t i = 0; i < arr->size() && !ctx.err; ++i) {
-                        const toml::node& e = *arr->get(i);
-                        std::string key = fmt::format("arrival.phases[{}]", i);
-                        if (!e.is_table()) {
-                            ctx.fail(&e, key, "expected a table");
-                            break;
-                        }
-                        Phase p;
-                        read_phase(*e.as_table(), key, p, process, ctx, burstiness);
-                        if (!ctx.err && p.duration_s <= 0 && i + 1 < arr->size()) {
-                            ctx.fail(&e, key, "every phase but the last needs duration > 0");
-                        }
-                        s.arrival.phases.push_back(p);
-                    }
-                }
-                ar.finish({"process", "burstiness", "phases"});
-            } else {
-                Phase p;
-                read_phase(*a, "arrival", p, process, ctx);
-                s.arrival.phases.push_back(p);
-            }
+            read_open_arrival(*a, ar, process, s, ctx);
         }
-    } else if (!ctx.err) {
+    } else if (!ctx.failed()) {
         ctx.fail(&root, "arrival",
                  "missing: add an [arrival] table (process and rate, or process = \"closed\" with "
                  "concurrency)");
     }
+}
 
+// One [[class]]: name, weight, lengths or dataset, SLO.
+RequestClass read_class(const toml::node& e, const std::string& key, size_t i, Ctx& ctx) {
+    RequestClass c;
+    c.name = fmt::format("class{}", i);
+    Reader cr(*e.as_table(), key, ctx);
+    cr.string("name", c.name);
+    cr.number("weight", c.weight, 0, 1e9, true);
+    if (!e.as_table()->contains("input") && !e.as_table()->contains("dataset")) {
+        ctx.fail(&e, key, "needs input (a length or distribution) or dataset");
+    }
+    if (!e.as_table()->contains("output"))
+        ctx.fail(&e, key, "needs output (a length or distribution)");
+    read_length(cr.get("input"), key + ".input", c.input, ctx);
+    read_length(cr.get("output"), key + ".output", c.output, ctx);
+    cr.string("dataset", c.dataset);
+    if (const toml::table* slo = cr.table("slo")) {
+        Reader sr(*slo, key + ".slo", ctx);
+        auto opt = [&](const char* k, std::optional<double>& o) {
+            if (!slo->contains(k)) return;
+            double v = 0;
+            sr.number(k, v, 0, 1e9, true);
+            o = v;
+        };
+        opt("ttft_ms", c.slo.ttft_ms);
+        opt("tpot_ms", c.slo.tpot_ms);
+        opt("itl_ms", c.slo.itl_ms);
+        opt("e2e_ms", c.slo.e2e_ms);
+        sr.finish({"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"});
+    }
+    cr.finish({"name", "weight", "input", "output", "slo", "dataset"});
+    return c;
+}
+
+// [[class]]: the request classes, names unique.
+void read_classes(const toml::table& root, Reader& r, Scenario& s, Ctx& ctx) {
     if (const toml::node* cl = r.get("class")) {
         const toml::array* arr = cl->as_array();
         if (!arr || arr->empty()) {
             ctx.fail(cl, "class", "expected one or more [[class]] tables");
         } else {
-            for (size_t i = 0; i < arr->size() && !ctx.err; ++i) {
+            for (size_t i = 0; i < arr->size() && !ctx.failed(); ++i) {
                 const toml::node& e = *arr->get(i);
                 std::string key = fmt::format("class[{}]", i);
                 if (!e.is_table()) {
                     ctx.fail(&e, key, "expected a table");
                     break;
                 }
-                RequestClass c;
-                c.name = fmt::format("class{}", i);
-                Reader cr(*e.as_table(), key, ctx);
-                cr.string("name", c.name);
-                cr.number("weight", c.weight, 0, 1e9, true);
-                if (!e.as_table()->contains("input") && !e.as_table()->contains("dataset")) {
-                    ctx.fail(&e, key, "needs input (a length or distribution) or dataset");
-                }
-                if (!e.as_table()->contains("output"))
-                    ctx.fail(&e, key, "needs output (a length or distribution)");
-                read_length(cr.get("input"), key + ".input", c.input, ctx);
-                read_length(cr.get("output"), key + ".output", c.output, ctx);
-                cr.string("dataset", c.dataset);
-                if (const toml::table* slo = cr.table("slo")) {
-                    Reader sr(*slo, key + ".slo", ctx);
-                    auto opt = [&](const char* k, std::optional<double>& o) {
-                        if (!slo->contains(k)) return;
-                        double v = 0;
-                        sr.number(k, v, 0, 1e9, true);
-                        o = v;
-                    };
-                    opt("ttft_ms", c.slo.ttft_ms);
-                    opt("tpot_ms", c.slo.tpot_ms);
-                    opt("itl_ms", c.slo.itl_ms);
-                    opt("e2e_ms", c.slo.e2e_ms);
-                    sr.finish({"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"});
-                }
-                cr.finish({"name", "weight", "input", "output", "slo", "dataset"});
+                RequestClass c = read_class(e, key, i, ctx);
                 for (const auto& other : s.classes) {
                     if (other.name == c.name)
                         ctx.fail(&e, key + ".name",
@@ -376,11 +252,14 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
                 s.classes.push_back(std::move(c));
             }
         }
-    } else if (s.arrival.kind != Arrival::Kind::kTrace && !ctx.err) {
+    } else if (s.arrival.kind != Arrival::Kind::kTrace && !ctx.failed()) {
         ctx.fail(&root, "class",
                  "missing: add at least one [[class]] with input and output lengths");
     }
+}
 
+// criteria = ["p99_ttft_ms < 800", ...]
+void read_criteria(Reader& r, Scenario& s, Ctx& ctx) {
     if (const toml::node* cr = r.get("criteria")) {
         const toml::array* arr = cr->as_array();
         if (!arr) {
@@ -388,7 +267,7 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
                      "expected a list of strings such as [\"p99_ttft_ms < 800\", \"error_rate < "
                      "0.001\"]");
         } else {
-            for (size_t i = 0; i < arr->size() && !ctx.err; ++i) {
+            for (size_t i = 0; i < arr->size() && !ctx.failed(); ++i) {
                 const toml::node& e = *arr->get(i);
                 if (!e.is_string()) {
                     ctx.fail(&e, fmt::format("criteria[{}]", i),
@@ -404,6 +283,32 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
             }
         }
     }
+}
+
+}  // namespace
+
+Result<Scenario> parse_scenario(std::string_view text, const std::string& source_name) {
+    PAGODA_ASSIGN_OR_RETURN(toml::table root, parse_toml(text, source_name));
+    Ctx ctx(source_name, /*columns=*/true);
+    Scenario s;
+    s.classes.clear();
+    Reader r(root, "", ctx);
+    r.string("name", s.name);
+    r.choice("endpoint", s.endpoint, {"completions", "chat"});
+    r.string("model", s.model);
+    read_duration(r, "duration", s.duration_s);
+    r.integer("requests", s.requests, 1, int64_t(1) << 40);
+    read_duration(r, "warmup", s.warmup_s);
+    read_duration(r, "cooldown", s.cooldown_s);
+    read_duration(r, "timeout", s.timeout_s);
+    read_duration(r, "window", s.window_s);
+    int64_t seed = 1;
+    r.integer("seed", seed, 0, INT64_MAX);
+    s.seed = uint64_t(seed);
+
+    read_arrival(root, r, s, ctx);
+    read_classes(root, r, s, ctx);
+    read_criteria(r, s, ctx);
     if (const toml::table* st = r.table("stop")) {
         Reader sr(*st, "stop", ctx);
         sr.number("error_rate", s.stop_error_rate, 0, 1, true);
@@ -412,7 +317,7 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& source
     }
     r.finish({"name", "endpoint", "model", "duration", "requests", "warmup", "cooldown", "timeout",
               "window", "seed", "arrival", "class", "criteria", "stop"});
-    if (ctx.err) return *ctx.err;
+    if (ctx.failed()) return ctx.error();
     if (s.classes.empty()) {
         RequestClass c;
         c.input.value = 128;

@@ -1,3 +1,4 @@
+// Statistics of a load run: the implementation (the contract is in bench/stats.h).
 #include "bench/stats.h"
 
 #include <algorithm>

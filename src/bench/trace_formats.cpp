@@ -1,3 +1,4 @@
+// The implementation of bench/trace_formats.h (the contract is there).
 #include "bench/trace_formats.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// `pagoda bench trace-stats`: the implementation (the contract is in bench/trace_stats.h).
 #include "bench/trace_stats.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// From a scenario to concrete requests: the implementation (the contract is in bench/workload.h).
 #include "bench/workload.h"
 
 #include <algorithm>

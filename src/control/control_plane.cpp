@@ -1,3 +1,4 @@
+// ControlPlane: the implementation (the contract is in control/control_plane.h).
 #include "control/control_plane.h"
 
 #include <algorithm>

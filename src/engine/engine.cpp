@@ -1,3 +1,4 @@
+// Engine: the implementation (the contract is in engine/engine.h).
 #include "engine/engine.h"
 
 #include <algorithm>

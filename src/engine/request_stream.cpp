@@ -1,3 +1,4 @@
+// RequestStream: the implementation (the contract is in engine/request_stream.h).
 #include "engine/request_stream.h"
 
 namespace pagoda::engine {

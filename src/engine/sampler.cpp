@@ -1,3 +1,4 @@
+// Sampling: the implementation (the contract is in engine/sampler.h).
 #include "engine/sampler.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// StopMatcher: the implementation (the contract is in engine/stop_matcher.h).
 #include "engine/stop_matcher.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The implementation of formats/gguf.h (the contract is there).
 #include "formats/gguf.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// GgufWriter: the implementation (the contract is in formats/gguf_writer.h).
 #include "formats/gguf_writer.h"
 
 #include <cerrno>

@@ -1,3 +1,4 @@
+// The implementation of formats/tensor_type.h (the contract is there).
 #include "formats/tensor_type.h"
 
 #include <algorithm>

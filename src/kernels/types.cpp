@@ -1,3 +1,4 @@
+// Views the kernels compute on: the implementation (the contract is in kernels/types.h).
 #include "kernels/types.h"
 
 #include "base/check.h"

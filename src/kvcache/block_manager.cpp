@@ -1,3 +1,4 @@
+// BlockManager: the implementation (the contract is in kvcache/block_manager.h).
 #include "kvcache/block_manager.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// KvPool: the implementation (the contract is in kvcache/kv_pool.h).
 #include "kvcache/kv_pool.h"
 
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// Metric primitives for /metrics: the implementation (the contract is in metrics/metrics.h).
 #include "metrics/metrics.h"
 
 #include <fmt/format.h>

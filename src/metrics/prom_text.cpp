@@ -1,3 +1,4 @@
+// The implementation of metrics/prom_text.h (the contract is there).
 #include "metrics/prom_text.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// The implementation of metrics/significance.h (the contract is there).
 #include "metrics/significance.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Architecture: the implementation (the contract is in model/architecture.h).
 #include "model/architecture.h"
 
 namespace pagoda::model {

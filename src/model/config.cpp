@@ -1,3 +1,4 @@
+// ModelConfig: the implementation (the contract is in model/config.h).
 #include "model/config.h"
 
 namespace pagoda::model {

@@ -1,3 +1,4 @@
+// Model: the implementation (the contract is in model/model.h).
 #include "model/model.h"
 
 #include <sys/resource.h>

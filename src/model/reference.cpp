@@ -1,3 +1,4 @@
+// The implementation of model/reference.h (the contract is there).
 #include "model/reference.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// The implementation of model/test_model.h (the contract is there).
 #include "model/test_model.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// Weight cache: the implementation (the contract is in model/weight_cache.h).
 #include "model/weight_cache.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// Weights: the implementation (the contract is in model/weights.h).
 #include "model/weights.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// One backend of a pool: the implementation (the contract is in router/backend.h).
 #include "router/backend.h"
 
 #include <algorithm>

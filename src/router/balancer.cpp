@@ -1,3 +1,4 @@
+// The implementation of router/balancer.h (the contract is there).
 #include "router/balancer.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The implementation of router/judges.h (the contract is there).
 #include "router/judges.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// TrafficController: the implementation (the contract is in router/rollout.h).
 #include "router/rollout.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// RouterConfig: the implementation (the contract is in router/router_config.h).
 #include "router/router_config.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// The router's /metrics: the implementation (the contract is in router/router_metrics.h).
 #include "router/router_metrics.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// Schedules of a fleet: the implementation (the contract is in router/schedule.h).
 #include "router/schedule.h"
 
 #include <fmt/format.h>

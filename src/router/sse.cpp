@@ -1,3 +1,4 @@
+// SseSplitter: the implementation (the contract is in router/sse.h).
 #include "router/sse.h"
 
 namespace pagoda::router {

@@ -1,3 +1,4 @@
+// The implementation of scheduler/limits.h (the contract is there).
 #include "scheduler/limits.h"
 
 #include "scheduler/scheduler.h"

@@ -1,3 +1,4 @@
+// Scheduler: the implementation (the contract is in scheduler/scheduler.h).
 #include "scheduler/scheduler.h"
 
 #include <algorithm>

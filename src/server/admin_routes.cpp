@@ -1,6 +1,6 @@
-// /admin/*: drain, the runtime knobs, and the versioned configuration (/admin/config, through
-// the ConfigAdmin interface that apps/ wires to control/). Separate from inference routes;
-// OpenAiServer::route checks the admin key (or loopback) before any of these run.
+// /admin/*: drain, the runtime knobs, and the control plane's route families (admin_api.h:
+// config, control, alerts, warm), each answering for itself. Separate from inference
+// routes; OpenAiServer::route checks the admin key (or loopback) before any of these run.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -75,12 +75,18 @@ int query_int(const std::string& target, const std::string& key, int fallback) {
     return int(n);
 }
 
+// A family this server does not have.
+http::Reply not_enabled(const char* what) {
+    return reply(
+        api_error(404, fmt::format("{} is not enabled on this server", what), "not_found_error"));
+}
+
 }  // namespace
 
 // /admin/config: GET (current), PUT (partial value; If-Match: VERSION for optimistic
 // concurrency), GET /admin/config/history?limit=N, POST /admin/config/rollback {"to": ID}.
 http::Reply OpenAiServer::admin_config(const http::Request& req) {
-    ConfigAdmin& c = *cfg_.config_admin;
+    ConfigRoutes& c = *cfg_.admin.config;
     const std::string& p = req.path;
     const bool get = req.method == "GET";
     if (p == "/admin/config" && get) return from_admin(c.get());
@@ -115,11 +121,20 @@ http::Reply OpenAiServer::admin_config(const http::Request& req) {
         api_error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
 }
 
-// The control plane's other routes: block size, OOM guard, automation mode, audit log.
+// The automatic actions and their record: block size, OOM guard, automation mode, the
+// human pause, the audit log.
 std::optional<http::Reply> OpenAiServer::admin_control(const http::Request& req) {
-    ConfigAdmin& c = *cfg_.config_admin;
     const std::string& p = req.path;
-    const bool get = req.method == "GET";
+    const bool get = req.method == "GET", post = req.method == "POST";
+    static const char* const kRoutes[] = {"/admin/block-size", "/admin/oom-guard",
+                                          "/admin/automation", "/admin/control",
+                                          "/admin/events",     "/admin/audit"};
+    if (std::none_of(std::begin(kRoutes), std::end(kRoutes),
+                     [&](const char* r) { return p.rfind(r, 0) == 0; })) {
+        return std::nullopt;
+    }
+    if (!cfg_.admin.control) return not_enabled("the control plane");
+    ControlRoutes& c = *cfg_.admin.control;
     if (p == "/admin/block-size" && get) return from_admin(c.block_size(false));
     if (p == "/admin/block-size/decide" && req.method == "POST")
         return from_admin(c.block_size(true));
@@ -131,18 +146,22 @@ std::optional<http::Reply> OpenAiServer::admin_control(const http::Request& req)
         if (!j) return reply(err);
         return from_admin(c.automation(*j));
     }
-    if (p == "/admin/events" && get) {
-        const int limit = query_int(req.target, "limit", 50);
+    if ((p == "/admin/events" || p == "/admin/audit") && get) {
+        const int limit = query_int(req.target, "limit", p == "/admin/events" ? 50 : 100);
         if (limit < 1 || limit > 10000) {
             return bad_request("'limit' must be an integer in [1, 10000]", "limit");
         }
         return from_admin(c.events(query_string(req.target, "kind"), limit));
     }
+    if (p == "/admin/control" && get) return from_admin(c.control("status"));
+    if ((p == "/admin/control/pause" || p == "/admin/control/resume") && post) {
+        return from_admin(c.control(p.substr(std::string("/admin/control/").size())));
+    }
     return std::nullopt;
 }
 
-// Alerting: rule states, rules and their reload, Alertmanager's webhook, the human pause,
-// the audit log; and the slowest recent requests with their stage breakdown.
+// Alerting: rule states, rules and their reload, Alertmanager's webhook; and the slowest
+// recent requests with their stage breakdown (always there).
 std::optional<http::Reply> OpenAiServer::admin_alerts(const http::Request& req) {
     const std::string& p = req.path;
     const bool get = req.method == "GET", post = req.method == "POST";
@@ -151,8 +170,9 @@ std::optional<http::Reply> OpenAiServer::admin_alerts(const http::Request& req) 
         if (n < 1 || n > 1000) return bad_request("'n' must be an integer in [1, 1000]", "n");
         return reply(json_response(200, metrics_.requests().slowest(n)));
     }
-    if (!cfg_.config_admin) return std::nullopt;
-    ConfigAdmin& c = *cfg_.config_admin;
+    if (p.rfind("/admin/alerts", 0) != 0 && p.rfind("/admin/rules", 0) != 0) return std::nullopt;
+    if (!cfg_.admin.alerts) return not_enabled("alerting");
+    AlertRoutes& c = *cfg_.admin.alerts;
     if (p == "/admin/alerts" && get) return from_admin(c.alerts());
     if (p == "/admin/rules" && get) return from_admin(c.rules(false));
     if (p == "/admin/rules/reload" && post) return from_admin(c.rules(true));
@@ -162,24 +182,22 @@ std::optional<http::Reply> OpenAiServer::admin_alerts(const http::Request& req) 
         if (!j) return reply(err);
         return from_admin(c.alert_webhook(*j));
     }
-    if (p == "/admin/control" && get) return from_admin(c.control("status"));
-    if (p == "/admin/warmup" && get) return from_admin(c.warmup(std::nullopt));
-    if (p == "/admin/forecast" && get) return from_admin(c.forecast());
-    if (p == "/admin/warmup" && post) {
+    return std::nullopt;
+}
+
+// Warm levels and the rate forecast.
+std::optional<http::Reply> OpenAiServer::admin_warm(const http::Request& req) {
+    const std::string& p = req.path;
+    if (p != "/admin/warmup" && p != "/admin/forecast") return std::nullopt;
+    if (!cfg_.admin.warm) return not_enabled("the control plane");
+    WarmRoutes& c = *cfg_.admin.warm;
+    if (p == "/admin/warmup" && req.method == "GET") return from_admin(c.warmup(std::nullopt));
+    if (p == "/admin/forecast" && req.method == "GET") return from_admin(c.forecast());
+    if (p == "/admin/warmup" && req.method == "POST") {
         http::Response err;
         auto j = parse_body(req, err);
         if (!j) return reply(err);
         return from_admin(c.warmup(*j));
-    }
-    if ((p == "/admin/control/pause" || p == "/admin/control/resume") && post) {
-        return from_admin(c.control(p.substr(std::string("/admin/control/").size())));
-    }
-    if (p == "/admin/audit" && get) {
-        const int limit = query_int(req.target, "limit", 100);
-        if (limit < 1 || limit > 10000) {
-            return bad_request("'limit' must be an integer in [1, 10000]", "limit");
-        }
-        return from_admin(c.events(query_string(req.target, "kind"), limit));
     }
     return std::nullopt;
 }
@@ -239,11 +257,10 @@ http::Reply OpenAiServer::admin(const http::Request& req) {
     if (p == "/admin/faults" && (req.method == "GET" || req.method == "POST")) {
         return admin_faults(req);
     }
-    if (cfg_.config_admin && p.rfind("/admin/config", 0) == 0) return admin_config(req);
+    if (cfg_.admin.config && p.rfind("/admin/config", 0) == 0) return admin_config(req);
     if (auto r = admin_alerts(req)) return *r;
-    if (cfg_.config_admin) {
-        if (auto r = admin_control(req)) return *r;
-    }
+    if (auto r = admin_control(req)) return *r;
+    if (auto r = admin_warm(req)) return *r;
     if (p == "/admin/drain" && req.method == "POST") {
         start_drain();
         log_info("drain_requested via=http remote={} in_flight={}", req.remote, in_flight());
@@ -256,8 +273,8 @@ http::Reply OpenAiServer::admin(const http::Request& req) {
         http::Response err;
         auto j = parse_body(req, err);
         if (!j) return reply(err);
-        if (cfg_.config_admin) {  // an alias of PUT /admin/config: versioned
-            const AdminReply r = cfg_.config_admin->put(*j, std::nullopt, "PUT /admin/knobs");
+        if (cfg_.admin.config) {  // an alias of PUT /admin/config: versioned
+            const AdminReply r = cfg_.admin.config->put(*j, std::nullopt, "PUT /admin/knobs");
             if (r.status != 200) return from_admin(r);
             return reply(json_response(200, knobs_json(engine_.knobs())));
         }

@@ -1,3 +1,4 @@
+// The implementation of server/api_error.h (the contract is there).
 #include "server/api_error.h"
 
 #include <fmt/core.h>

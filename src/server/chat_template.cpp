@@ -1,3 +1,4 @@
+// The implementation of server/chat_template.h (the contract is there).
 #include "server/chat_template.h"
 
 #include <fmt/format.h>

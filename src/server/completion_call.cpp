@@ -1,3 +1,4 @@
+// The implementation of server/completion_call.h (the contract is there).
 #include "server/completion_call.h"
 
 #include <fmt/core.h>

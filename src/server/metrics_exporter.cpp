@@ -1,3 +1,4 @@
+// ServerMetrics: the implementation (the contract is in server/metrics_exporter.h).
 #include "server/metrics_exporter.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// OpenAiServer: the implementation (the contract is in server/openai_server.h).
 #include "server/openai_server.h"
 
 #include <fmt/core.h>
@@ -170,7 +171,7 @@ std::string OpenAiServer::metrics_text() const {
                                       .memory_limit_bytes = cfg_.memory_limit_bytes,
                                       .memory_bandwidth = cfg_.memory_bandwidth,
                                       .replica_state = replica_state()});
-    if (cfg_.config_admin) text += cfg_.config_admin->metrics_text(cfg_.served_model_name);
+    if (cfg_.admin.metrics_text) text += cfg_.admin.metrics_text(cfg_.served_model_name);
     return text;
 }
 

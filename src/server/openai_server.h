@@ -14,9 +14,9 @@
 
 #include "engine/engine.h"
 #include "http/server.h"
+#include "server/admin_api.h"
 #include "server/chat_template.h"
 #include "server/completion_call.h"
-#include "server/config_admin.h"
 #include "server/metrics_exporter.h"
 
 namespace pagoda::server {
@@ -27,7 +27,7 @@ struct ServerConfig {
     // Keys for /admin/*; empty: admin routes answer only on loopback. Inference keys never
     // open them.
     std::vector<std::string> admin_api_keys;
-    std::shared_ptr<ConfigAdmin> config_admin;  // live configuration; null: knobs only
+    AdminRoutes admin;                       // the control plane's route families (admin_api.h)
     std::chrono::seconds stall_timeout{30};  // /health turns 503 when the loop is silent this long
     std::function<int64_t()> open_connections;  // from the HTTP server, for /metrics
     // Also publish the vllm:* names gateways and autoscalers read. Off for scrapers or
@@ -75,6 +75,7 @@ class OpenAiServer {
     http::Reply admin_config(const http::Request& req);
     std::optional<http::Reply> admin_control(const http::Request& req);
     std::optional<http::Reply> admin_alerts(const http::Request& req);
+    std::optional<http::Reply> admin_warm(const http::Request& req);
     http::Reply admin_faults(const http::Request& req);
     bool authorized(const http::Request& req) const;
     bool admin_authorized(const http::Request& req) const;

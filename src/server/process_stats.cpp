@@ -1,3 +1,4 @@
+// The implementation of server/process_stats.h (the contract is there).
 #include "server/process_stats.h"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// The implementation of server/request.h (the contract is there).
 #include "server/request.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// RequestLog: the implementation (the contract is in server/request_log.h).
 #include "server/request_log.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The implementation of server/tokenize_routes.h (the contract is there).
 #include "server/tokenize_routes.h"
 
 #include <fmt/core.h>

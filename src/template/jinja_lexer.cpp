@@ -1,3 +1,4 @@
+// The Jinja lexer: template text to tokens, with line and column for errors (jinja_internal.h).
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// IncrementalDetokenizer: the implementation (the contract is in tokenizer/detokenizer.h).
 #include "tokenizer/detokenizer.h"
 
 #include "tokenizer/unicode.h"

@@ -1,3 +1,4 @@
+// PreTokenizer: the implementation (the contract is in tokenizer/pre_tokenizer.h).
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer/pre_tokenizer.h"
 

@@ -1,3 +1,4 @@
+// Tokenizer: the implementation (the contract is in tokenizer/tokenizer.h).
 #include "tokenizer/tokenizer.h"
 
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// The implementation of tokenizer/unicode.h (the contract is there).
 #include "tokenizer/unicode.h"
 
 #include <array>

@@ -1,3 +1,4 @@
+// Vocab: the implementation (the contract is in tokenizer/vocab.h).
 #include "tokenizer/vocab.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The implementation of control/alerting/alert_actions.h (the contract is there).
 #include "control/alerting/alert_actions.h"
 
 #include <fcntl.h>

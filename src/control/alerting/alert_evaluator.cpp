@@ -1,3 +1,4 @@
+// AlertEvaluator: the implementation (the contract is in control/alerting/alert_evaluator.h).
 #include "control/alerting/alert_evaluator.h"
 
 namespace pagoda::control {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "base/check.h"
+#include "base/toml_reader.h"
 #include "control/default_rules_toml.h"  // generated from default_rules.toml
 #include "settings/settings.h"
 
@@ -23,67 +24,7 @@ constexpr Action kAllActions[] = {Action::kReport,     Action::kWebhook,     Act
                                   Action::kHookSevere, Action::kHookRedeploy};
 
 // Errors carry file:line:key: reason; the first one wins.
-class Reader {
-  public:
-    explicit Reader(std::string file) : file_(std::move(file)) {}
-    bool failed() const { return err_.has_value(); }
-    Error error() const { return *err_; }
-
-    void fail(const toml::node* n, const std::string& key, const std::string& reason) {
-        if (err_) return;
-        const int line = n ? int(n->source().begin.line) : 0;
-        err_ = make_error(ErrorCode::kInvalidFile, "{}:{}:{}: {}", file_, line, key, reason);
-    }
-    std::optional<std::string> str(const toml::table& t, const std::string& prefix,
-                                   std::string_view k) {
-        const toml::node* n = t.get(k);
-        if (!n) return std::nullopt;
-        if (auto s = n->as_string()) return s->get();
-        fail(n, prefix + std::string(k), "expected a string");
-        return std::nullopt;
-    }
-    std::optional<int64_t> duration(const toml::table& t, const std::string& prefix,
-                                    std::string_view k) {
-        auto s = str(t, prefix, k);
-        if (!s) return std::nullopt;
-        auto d = parse_duration_ms(*s);
-        if (!d) {
-            fail(t.get(k), prefix + std::string(k), d.error().message);
-            return std::nullopt;
-        }
-        return *d;
-    }
-    std::optional<double> number(const toml::table& t, const std::string& prefix,
-                                 std::string_view k, double lo, double hi) {
-        const toml::node* n = t.get(k);
-        if (!n) return std::nullopt;
-        double v = 0;
-        if (auto i = n->as_integer())
-            v = double(i->get());
-        else if (auto f = n->as_floating_point())
-            v = f->get();
-        else
-            return fail(n, prefix + std::string(k), "expected a number"), std::nullopt;
-        if (!(v >= lo && v <= hi)) {
-            fail(n, prefix + std::string(k), fmt::format("{} is outside [{}, {}]", v, lo, hi));
-            return std::nullopt;
-        }
-        return v;
-    }
-    void only(const toml::table& t, const std::string& prefix, std::set<std::string> allowed) {
-        for (const auto& [k, v] : t) {
-            if (allowed.count(std::string(k.str())) == 0) {
-                std::string list;
-                for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-                fail(&v, prefix + std::string(k.str()), "unknown key (allowed: " + list + ")");
-            }
-        }
-    }
-
-  private:
-    std::string file_;
-    std::optional<Error> err_;
-};
+using Reader = TomlReader;
 
 std::optional<KnobStep> read_knob(Reader& r, const toml::table& t, const std::string& p) {
     KnobStep k;
@@ -268,13 +209,7 @@ std::vector<std::string> RuleSet::metric_names() const {
 }
 
 Result<RuleSet> parse_rules(std::string_view text, const std::string& source_name) {
-    toml::table root;
-    try {
-        root = toml::parse(text, source_name);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorCode::kInvalidFile, "{}:{}:{}: {}", source_name,
-                          e.source().begin.line, e.source().begin.column, e.description());
-    }
+    PAGODA_ASSIGN_OR_RETURN(toml::table root, parse_toml(text, source_name));
     Reader r(source_name);
     RuleSet set;
     set.source = source_name;

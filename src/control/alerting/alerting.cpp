@@ -1,3 +1,4 @@
+// Alerting: the implementation (the contract is in control/alerting/alerting.h).
 #include "control/alerting/alerting.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,5 @@
+// The warning tier's diagnostic report: the implementation (the contract is in
+// control/alerting/diag_report.h).
 #include "control/alerting/diag_report.h"
 
 #include <fmt/core.h>

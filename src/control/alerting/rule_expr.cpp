@@ -1,3 +1,4 @@
+// Alert rule expressions: the implementation (the contract is in control/alerting/rule_expr.h).
 #include "control/alerting/rule_expr.h"
 
 #include <fmt/core.h>
@@ -338,39 +339,6 @@ Result<ExprPtr> parse_expr(std::string_view text) {
         return make_error(ErrorCode::kInvalidArgument, "expression longer than 4096 characters");
     }
     return Parser(text).run();
-}
-
-Result<int64_t> parse_duration_ms(std::string_view text) {
-    struct Unit {
-        const char* name;
-        int64_t ms;
-    };
-    static const Unit kUnits[] = {
-        {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}};
-    size_t i = 0;
-    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-    const std::string_view unit = text.substr(i);
-    if (i == 0 || i > 9) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "bad duration '{}': expected a whole number and a unit (ms, s, m, h, d), "
-                          "e.g. 30s or 5m",
-                          text);
-    }
-    const int64_t n = std::stoll(std::string(text.substr(0, i)));
-    for (const Unit& u : kUnits) {
-        if (unit == u.name) return n * u.ms;
-    }
-    return make_error(ErrorCode::kInvalidArgument,
-                      "bad duration '{}': unit must be ms, s, m, h or d, e.g. 30s or 5m", text);
-}
-
-std::string format_duration(int64_t ms) {
-    if (ms == 0) return "0s";
-    if (ms % 86'400'000 == 0) return fmt::format("{}d", ms / 86'400'000);
-    if (ms % 3'600'000 == 0) return fmt::format("{}h", ms / 3'600'000);
-    if (ms % 60'000 == 0) return fmt::format("{}m", ms / 60'000);
-    if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
-    return fmt::format("{}ms", ms);
 }
 
 std::optional<double> evaluate(const Expr& e, const SeriesHistory& h, int64_t now_ms) {

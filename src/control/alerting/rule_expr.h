@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/units.h"
 #include "control/alerting/series_history.h"
 
 namespace pagoda::control {
@@ -59,9 +60,8 @@ using ExprPtr = std::shared_ptr<const Expr>;
 // (the column in the expression) and what is allowed.
 Result<ExprPtr> parse_expr(std::string_view text);
 
-// "5m", "30s", "1h", "500ms", "1d" to milliseconds.
-Result<int64_t> parse_duration_ms(std::string_view text);
-std::string format_duration(int64_t ms);  // the shortest exact form: 300000 -> "5m"
+using ::pagoda::format_duration;    // base/units.h
+using ::pagoda::parse_duration_ms;  // base/units.h
 
 // nullopt: empty (no data, or a comparison that does not hold).
 std::optional<double> evaluate(const Expr& e, const SeriesHistory& h, int64_t now_ms);

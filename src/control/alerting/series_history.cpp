@@ -1,3 +1,4 @@
+// SeriesHistory: the implementation (the contract is in control/alerting/series_history.h).
 #include "control/alerting/series_history.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// ConfigManager: the implementation (the contract is in control/config/config_manager.h).
 #include "control/config/config_manager.h"
 
 #include "base/log.h"

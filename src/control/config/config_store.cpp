@@ -1,3 +1,4 @@
+// ConfigStore: the implementation (the contract is in control/config/config_store.h).
 #include "control/config/config_store.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>

@@ -1,3 +1,4 @@
+// StateDb: the implementation (the contract is in control/config/state_db.h).
 #include "control/config/state_db.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>

@@ -1,3 +1,4 @@
+// The implementation of control/forecast/forecast.h (the contract is there).
 #include "control/forecast/forecast.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// ForecastTier: the implementation (the contract is in control/forecast/forecast_tier.h).
 #include "control/forecast/forecast_tier.h"
 
 #include <sys/resource.h>

@@ -1,3 +1,4 @@
+// Block-size policies: the implementation (the contract is in control/policy/block_size_policy.h).
 #include "control/policy/block_size_policy.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// The implementation of control/policy/length_stats.h (the contract is there).
 #include "control/policy/length_stats.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// OomGuard: the implementation (the contract is in control/policy/oom_guard.h).
 #include "control/policy/oom_guard.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// WarmPolicy: the implementation (the contract is in control/warm/warm_policy.h).
 #include "control/warm/warm_policy.h"
 
 #include <fmt/core.h>

@@ -1,3 +1,4 @@
+// Optimised CPU kernels: the implementation (the contract is in kernels/cpu/ops.h).
 #include "kernels/cpu/ops.h"
 
 #include <omp.h>

@@ -1,3 +1,4 @@
+// Reference kernels: the implementation (the contract is in kernels/ref/ops.h).
 #include "kernels/ref/ops.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Calibration of the performance model: the implementation (the contract is in
+// model/sim/calibrate.h).
 #include "model/sim/calibrate.h"
 
 #include <fmt/core.h>
@@ -9,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/toml_reader.h"
 #include "model/sim/published_toml.h"  // generated from published.toml: kPublishedToml
 
 namespace pagoda::model::sim {
@@ -221,13 +224,7 @@ std::vector<SeqWork> StepMeasurement::batch() const {
 
 Result<std::vector<MeasurementSet>> parse_measurements(std::string_view text,
                                                        std::string_view origin) {
-    toml::table root;
-    try {
-        root = toml::parse(text, origin);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorCode::kInvalidArgument, "{}: line {}: {}", origin,
-                          e.source().begin.line, e.description());
-    }
+    PAGODA_ASSIGN_OR_RETURN(toml::table root, parse_toml(text, std::string(origin)));
     const toml::array* sets = root.get("set") ? root.get("set")->as_array() : nullptr;
     if (sets == nullptr || sets->empty()) {
         return make_error(ErrorCode::kInvalidArgument,

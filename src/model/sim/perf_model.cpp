@@ -1,3 +1,5 @@
+// The simulated GPU's performance model: the implementation (the contract is in
+// model/sim/perf_model.h).
 #include "model/sim/perf_model.h"
 
 #include <fmt/core.h>
@@ -8,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/toml_reader.h"
 #include "model/sim/gpus_toml.h"  // generated from gpus.toml: kGpusToml
 
 namespace pagoda::model::sim {
@@ -32,13 +35,7 @@ Result<double> number(const toml::table& t, const std::string& card, const char*
 }  // namespace
 
 Result<std::vector<GpuSpec>> parse_gpu_table(std::string_view text, std::string_view origin) {
-    toml::table root;
-    try {
-        root = toml::parse(text, origin);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorCode::kInvalidArgument, "{}: line {}: {}", origin,
-                          e.source().begin.line, e.description());
-    }
+    PAGODA_ASSIGN_OR_RETURN(toml::table root, parse_toml(text, std::string(origin)));
     std::vector<GpuSpec> out;
     for (const auto& [k, v] : root) {
         const toml::table* t = v.as_table();

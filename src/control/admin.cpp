@@ -1,4 +1,5 @@
-#include "apps/config_admin.h"
+// ControlService (admin.h): the control plane's tick thread and its admin route families.
+#include "control/admin.h"
 
 #include <condition_variable>
 #include <mutex>
@@ -6,7 +7,7 @@
 
 #include "base/log.h"
 
-namespace pagoda::app {
+namespace pagoda::control {
 
 namespace {
 
@@ -24,7 +25,7 @@ int status_of(ErrorCode code) {
     }
 }
 
-AdminReply failure(const Error& e, const control::ConfigVersion& current) {
+AdminReply failure(const Error& e, const ConfigVersion& current) {
     const int status = status_of(e.code);
     const char* type = status == 409   ? "conflict_error"
                        : status == 404 ? "not_found_error"
@@ -35,15 +36,31 @@ AdminReply failure(const Error& e, const control::ConfigVersion& current) {
     return {status, {{"error", err}, {"current_version", current.id}}};
 }
 
-class Admin : public ControlAdmin {
+class Service final : public ControlService,
+                      public server::ConfigRoutes,
+                      public server::ControlRoutes,
+                      public server::AlertRoutes,
+                      public server::WarmRoutes,
+                      public std::enable_shared_from_this<Service> {
   public:
-    Admin(std::unique_ptr<control::ControlPlane> cp, std::unique_ptr<control::Alerting> al)
+    Service(std::unique_ptr<ControlPlane> cp, std::unique_ptr<Alerting> al)
         : cp_(std::move(cp)), m_(&cp_->config()), alerting_(std::move(al)) {
-        if (control::Alerting* a = alerting_.get()) {
+        if (Alerting* a = alerting_.get()) {
             cp_->set_warm_suspender([a] { return a->shedding() || a->critical_firing(); });
         }
     }
-    ~Admin() override { stop(); }
+    ~Service() override { stop(); }
+
+    server::AdminRoutes routes() override {
+        auto self = shared_from_this();
+        server::AdminRoutes r;
+        r.config = std::shared_ptr<server::ConfigRoutes>(self, this);
+        r.control = std::shared_ptr<server::ControlRoutes>(self, this);
+        if (alerting_) r.alerts = std::shared_ptr<server::AlertRoutes>(self, this);
+        r.warm = std::shared_ptr<server::WarmRoutes>(self, this);
+        r.metrics_text = [self](const std::string& model) { return self->metrics_text(model); };
+        return r;
+    }
 
     void start_ticking() override {
         if (!ticker_.joinable()) ticker_ = std::thread([this] { tick_loop(); });
@@ -73,7 +90,7 @@ class Admin : public ControlAdmin {
 
     AdminReply put(const nlohmann::json& patch, std::optional<int64_t> base,
                    const std::string& reason) override {
-        control::ChangeRequest r;
+        ChangeRequest r;
         r.patch = patch;
         r.base_version = base;
         r.reason = reason;
@@ -93,7 +110,7 @@ class Admin : public ControlAdmin {
     }
 
     AdminReply block_size(bool decide_now) override {
-        if (decide_now) cp_->decide_block_size(control::unix_ms_now());
+        if (decide_now) cp_->decide_block_size(unix_ms_now());
         return {200, cp_->block_size_report()};
     }
 
@@ -108,14 +125,14 @@ class Admin : public ControlAdmin {
                                      "\"reason\": \"...\"}"},
                                m_->current());
             }
-            auto a = control::parse_automation(mode->get<std::string>());
+            auto a = parse_automation(mode->get<std::string>());
             if (!a.ok()) return failure(a.error(), m_->current());
             const std::string reason = put->value("reason", std::string("admin API"));
             if (Status st = cp_->set_automation(*a, reason); !st.ok()) {
                 return failure(st.error(), m_->current());
             }
         }
-        return {200, {{"mode", control::automation_name(cp_->automation())}}};
+        return {200, {{"mode", automation_name(cp_->automation())}}};
     }
 
     AdminReply events(const std::string& kind, int limit) override {
@@ -124,19 +141,19 @@ class Admin : public ControlAdmin {
         return {200, {{"events", *ev}}};
     }
 
-    std::string metrics_text(const std::string& model_name) override {
+    std::string metrics_text(const std::string& model_name) {
         std::string text = cp_->metrics_text(model_name);
         if (alerting_) text += alerting_->metrics_text(model_name);
         return text;
     }
 
     AdminReply alerts() override {
-        if (!alerting_) return ConfigAdmin::alerts();
+        if (!alerting_) return stopped();
         return {200, alerting_->status()};
     }
 
     AdminReply rules(bool reload) override {
-        if (!alerting_) return ConfigAdmin::rules(reload);
+        if (!alerting_) return stopped();
         if (reload) {
             if (Status st = alerting_->reload(); !st.ok())
                 return failure(st.error(), m_->current());
@@ -145,8 +162,8 @@ class Admin : public ControlAdmin {
     }
 
     AdminReply alert_webhook(const nlohmann::json& payload) override {
-        if (!alerting_) return ConfigAdmin::alert_webhook(payload);
-        auto r = alerting_->alertmanager(payload, control::unix_ms_now());
+        if (!alerting_) return stopped();
+        auto r = alerting_->alertmanager(payload, unix_ms_now());
         if (!r.ok()) return failure(r.error(), m_->current());
         return {200, *r};
     }
@@ -160,21 +177,21 @@ class Admin : public ControlAdmin {
                                      "\"high\" | \"full\", \"duration\": \"60s\"}"},
                                m_->current());
             }
-            auto l = control::parse_warm_level(level->get<std::string>());
+            auto l = parse_warm_level(level->get<std::string>());
             if (!l.ok()) return failure(l.error(), m_->current());
-            auto d = control::parse_duration_ms(post->value("duration", std::string("5m")));
+            auto d = parse_duration_ms(post->value("duration", std::string("5m")));
             if (!d.ok()) return failure(d.error(), m_->current());
-            if (Status st = cp_->set_warm_level(*l, *d, control::unix_ms_now()); !st.ok()) {
+            if (Status st = cp_->set_warm_level(*l, *d, unix_ms_now()); !st.ok()) {
                 return failure(st.error(), m_->current());
             }
             // Full runs on a thread of its own: accepted now, GET /admin/warmup says when done.
-            if (*l == control::WarmLevel::kFull) return {202, cp_->warmup_report()};
+            if (*l == WarmLevel::kFull) return {202, cp_->warmup_report()};
         }
         return {200, cp_->warmup_report()};
     }
 
     AdminReply forecast() override {
-        control::ForecastTier* f = cp_->forecast();
+        ForecastTier* f = cp_->forecast();
         if (f == nullptr) {
             return {404,
                     {{"error",
@@ -183,60 +200,67 @@ class Admin : public ControlAdmin {
                        {"param", nullptr},
                        {"code", 404}}}}};
         }
-        return {200, f->report(control::unix_ms_now())};
+        return {200, f->report(unix_ms_now())};
     }
 
     // pause: a person takes over (automatic actions stop, everything is still recorded);
     // resume: back to the mode before the pause.
     AdminReply control(const std::string& verb) override {
         std::lock_guard<std::mutex> lock(mode_mu_);
-        const control::Automation now = cp_->automation();
-        if (verb == "pause" && now != control::Automation::kPaused) {
+        const Automation now = cp_->automation();
+        if (verb == "pause" && now != Automation::kPaused) {
             before_pause_ = now;
-            if (Status st =
-                    cp_->set_automation(control::Automation::kPaused, "POST /admin/control/pause");
+            if (Status st = cp_->set_automation(Automation::kPaused, "POST /admin/control/pause");
                 !st.ok()) {
                 return failure(st.error(), m_->current());
             }
-        } else if (verb == "resume" && now == control::Automation::kPaused) {
+        } else if (verb == "resume" && now == Automation::kPaused) {
             if (Status st = cp_->set_automation(before_pause_, "POST /admin/control/resume");
                 !st.ok()) {
                 return failure(st.error(), m_->current());
             }
         }
-        const control::Automation mode = cp_->automation();
+        const Automation mode = cp_->automation();
         return {200,
-                {{"mode", control::automation_name(mode)},
-                 {"paused", mode == control::Automation::kPaused},
+                {{"mode", automation_name(mode)},
+                 {"paused", mode == Automation::kPaused},
                  {"shedding", alerting_ && alerting_->shedding()}}};
     }
 
   private:
+    // Alerting after stop(): shutting down.
+    static AdminReply stopped() {
+        return {503,
+                {{"error",
+                  {{"message", "the server is shutting down"},
+                   {"type", "server_error"},
+                   {"param", nullptr},
+                   {"code", 503}}}}};
+    }
+
     // A person's change through the admin API (PUT /admin/config, rollback), in the audit
     // log with its outcome, as every automatic action is.
-    void audit_manual(const std::string& kind, nlohmann::json d,
-                      const Result<control::ConfigVersion>& v) {
+    void audit_manual(const std::string& kind, nlohmann::json d, const Result<ConfigVersion>& v) {
         d["outcome"] = v.ok() ? "ok" : "refused";
         if (v.ok()) d["version"] = v->id;
         if (!v.ok()) d["error"] = v.error().message;
-        const int64_t now = control::unix_ms_now();
-        Status st =
-            m_->with_db([&](control::StateDb& db) { return db.record_event(kind, d, now); });
+        const int64_t now = unix_ms_now();
+        Status st = m_->with_db([&](StateDb& db) { return db.record_event(kind, d, now); });
         if (!st.ok()) log_warn("audit_log_failed kind={} error=\"{}\"", kind, st.error().message);
     }
 
     void tick_loop() {
         std::unique_lock<std::mutex> lock(mu_);
         while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
-            cp_->tick(control::unix_ms_now());
+            cp_->tick(unix_ms_now());
         }
     }
 
-    std::unique_ptr<control::ControlPlane> cp_;
-    control::ConfigManager* m_;
-    std::unique_ptr<control::Alerting> alerting_;  // reset by stop()
+    std::unique_ptr<ControlPlane> cp_;
+    ConfigManager* m_;
+    std::unique_ptr<Alerting> alerting_;  // reset by stop()
     std::mutex mode_mu_;
-    control::Automation before_pause_ = control::Automation::kOn;  // guarded by mode_mu_
+    Automation before_pause_ = Automation::kOn;  // guarded by mode_mu_
     std::mutex mu_;
     std::condition_variable cv_;
     bool stop_ = false;  // guarded by mu_
@@ -245,9 +269,9 @@ class Admin : public ControlAdmin {
 
 }  // namespace
 
-std::shared_ptr<ControlAdmin> make_config_admin(std::unique_ptr<control::ControlPlane> plane,
-                                                std::unique_ptr<control::Alerting> alerting) {
-    return std::make_shared<Admin>(std::move(plane), std::move(alerting));
+std::shared_ptr<ControlService> start_control_service(std::unique_ptr<ControlPlane> plane,
+                                                      std::unique_ptr<Alerting> alerting) {
+    return std::make_shared<Service>(std::move(plane), std::move(alerting));
 }
 
-}  // namespace pagoda::app
+}  // namespace pagoda::control
