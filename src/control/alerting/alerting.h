@@ -81,6 +81,9 @@ class Alerting {
     }
 
   private:
+    Status check_instances(const nlohmann::json& alerts, int64_t now_ms);
+    const AlertRule* external_rule(const nlohmann::json& alert,
+                                   const std::string& name);  // mu_ held
     Alerting(engine::Engine& e, ConfigManager& cm, AlertingOptions o, AlertingWiring w)
         : engine_(e), cm_(cm), o_(std::move(o)), w_(std::move(w)) {}
     Status install(RuleSet rules);  // mu_ held

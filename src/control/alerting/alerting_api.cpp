@@ -71,21 +71,10 @@ json Alerting::rules_json() const {
             {"rules", rules}};
 }
 
-Result<json> Alerting::alertmanager(const json& payload, int64_t now_ms) {
-    const auto bad = [](const std::string& why) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "not an Alertmanager webhook payload: {} (expected version \"4\" and an "
-                          "'alerts' list, each with 'status' and labels.alertname)",
-                          why);
-    };
-    if (!payload.is_object()) return bad("the body is not a JSON object");
-    if (payload.value("version", "") != "4") return bad("'version' is not \"4\"");
-    const auto it = payload.find("alerts");
-    if (it == payload.end() || !it->is_array()) return bad("no 'alerts' list");
-    for (const json& a : *it) {
-        if (!a.is_object() || !a.contains("labels") || !a["labels"].is_object()) {
-            return bad("an alert without labels");
-        }
+// Every alert that names an instance must name this replica (the router dispatches them);
+// a stray one refuses the whole payload, audited.
+Status Alerting::check_instances(const json& alerts, int64_t now_ms) {
+    for (const json& a : alerts) {
         const json& labels = a["labels"];
         const auto inst = labels.find("instance");
         if (inst == labels.end() || !w_.is_instance) continue;
@@ -104,6 +93,50 @@ Result<json> Alerting::alertmanager(const json& payload, int64_t now_ms) {
                           "dispatches each alert to the replica it names",
                           labels.value("alertname", ""), instance, o_.replica);
     }
+    return ok_status();
+}
+
+// The rule of an alert Alertmanager sends that no local rule names: its severity label
+// picks the actions; null without one.
+const AlertRule* Alerting::external_rule(const json& a, const std::string& name) {
+    const std::string sev = a["labels"].value("severity", "");
+    AlertRule r;
+    r.name = name;
+    r.expr_text = "(external)";
+    if (sev == "warning") {
+        r.severity = Severity::kWarning;
+    } else if (sev == "critical") {
+        r.severity = Severity::kCritical;
+    } else if (sev == "severe") {
+        r.severity = Severity::kSevere;
+    } else {
+        return nullptr;
+    }
+    r.actions = default_actions(r.severity);
+    r.summary = a.contains("annotations") && a["annotations"].is_object()
+                    ? a["annotations"].value("summary", name)
+                    : name;
+    r.labels["target"] = a["labels"].value("target", "replica");
+    return &(external_rules_[name] = r);
+}
+
+Result<json> Alerting::alertmanager(const json& payload, int64_t now_ms) {
+    const auto bad = [](const std::string& why) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "not an Alertmanager webhook payload: {} (expected version \"4\" and an "
+                          "'alerts' list, each with 'status' and labels.alertname)",
+                          why);
+    };
+    if (!payload.is_object()) return bad("the body is not a JSON object");
+    if (payload.value("version", "") != "4") return bad("'version' is not \"4\"");
+    const auto it = payload.find("alerts");
+    if (it == payload.end() || !it->is_array()) return bad("no 'alerts' list");
+    for (const json& a : *it) {
+        if (!a.is_object() || !a.contains("labels") || !a["labels"].is_object()) {
+            return bad("an alert without labels");
+        }
+    }
+    if (Status st = check_instances(*it, now_ms); !st.ok()) return st.error();
     json results = json::array();
     std::lock_guard<std::mutex> lock(mu_);
     for (const json& a : *it) {
@@ -118,31 +151,14 @@ Result<json> Alerting::alertmanager(const json& payload, int64_t now_ms) {
                 "firing/resolved");
         }
         const AlertRule* rule = rule_for(name);
+        if (!rule) rule = external_rule(a, name);
         if (!rule) {
-            const std::string sev = a["labels"].value("severity", "");
-            AlertRule r;
-            r.name = name;
-            r.expr_text = "(external)";
-            if (sev == "warning")
-                r.severity = Severity::kWarning;
-            else if (sev == "critical")
-                r.severity = Severity::kCritical;
-            else if (sev == "severe")
-                r.severity = Severity::kSevere;
-            else {
-                results.push_back({{"alertname", name},
-                                   {"result", "ignored"},
-                                   {"reason",
-                                    "no rule of this name and no severity label "
-                                    "(warning, critical or severe)"}});
-                continue;
-            }
-            r.actions = default_actions(r.severity);
-            r.summary = a.contains("annotations") && a["annotations"].is_object()
-                            ? a["annotations"].value("summary", name)
-                            : name;
-            r.labels["target"] = a["labels"].value("target", "replica");
-            rule = &(external_rules_[name] = r);
+            results.push_back({{"alertname", name},
+                               {"result", "ignored"},
+                               {"reason",
+                                "no rule of this name and no severity label "
+                                "(warning, critical or severe)"}});
+            continue;
         }
         auto t = eval_.set_external(*rule, status == "firing", now_ms);
         if (t) on_transition(*rule, *t, now_ms);
