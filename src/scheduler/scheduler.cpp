@@ -236,33 +236,22 @@ void Scheduler::preempt(Sequence* victim, BatchPlan& plan, const std::string& wh
              victim->priority, victim->tokens.size(), victim->num_preemptions, why);
 }
 
-BatchPlan Scheduler::schedule(Clock::time_point now) {
-    BatchPlan plan;
-    const RuntimeKnobs& k = cfg_.knobs;
-    int64_t budget = k.max_num_batched_tokens;
-    const size_t seq_cap = size_t(k.max_num_seqs);
+// One schedule() call: the plan being built and what is left of the step's budget.
+struct Scheduler::Step {
+    BatchPlan& plan;
+    const RuntimeKnobs& k;
+    int64_t budget;
+    size_t seq_cap;
 
-    // Queued past the deadline: out.
-    for (size_t i = 0; i < waiting_.size();) {
-        Sequence* s = waiting_[i];
-        if (s->deadline && now > *s->deadline) {
-            plan.timed_out.push_back(s->id);
-            waiting_tokens_ -= int64_t(s->tokens.size());
-            waiting_.erase(waiting_.begin() + ptrdiff_t(i));
-            blocks_->free(s->id);
-            seqs_.erase(s->id);
-        } else {
-            ++i;
-        }
-    }
-
-    auto chunk_for = [&](int64_t remaining, bool prefill) {
+    // The tokens a sequence computes now: what remains, within the budget (and the
+    // long-prefill cap for prompts).
+    int64_t chunk_for(int64_t remaining, bool prefill) const {
         int64_t n = std::min(remaining, budget);
         if (prefill && k.long_prefill_token_threshold > 0)
             n = std::min<int64_t>(n, k.long_prefill_token_threshold);
         return n;
-    };
-    auto push = [&](Sequence* s, int64_t n, bool decode) {
+    }
+    void push(const Sequence* s, int64_t n, bool decode) {
         ScheduledSeq x;
         x.id = s->id;
         x.pos_start = int32_t(s->num_computed);
@@ -277,9 +266,37 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
             plan.num_prefill_tokens += int32_t(n);
         }
         budget -= n;
-    };
+    }
+};
 
-    // Running sequences: decodes first, then prefill chunks.
+BatchPlan Scheduler::schedule(Clock::time_point now) {
+    BatchPlan plan;
+    Step st{plan, cfg_.knobs, cfg_.knobs.max_num_batched_tokens, size_t(cfg_.knobs.max_num_seqs)};
+    drop_timed_out(plan, now);
+    schedule_running(st);
+    admit_waiting(st);
+    return plan;
+}
+
+// Queued past the deadline: out.
+void Scheduler::drop_timed_out(BatchPlan& plan, Clock::time_point now) {
+    for (size_t i = 0; i < waiting_.size();) {
+        Sequence* s = waiting_[i];
+        if (s->deadline && now > *s->deadline) {
+            plan.timed_out.push_back(s->id);
+            waiting_tokens_ -= int64_t(s->tokens.size());
+            waiting_.erase(waiting_.begin() + ptrdiff_t(i));
+            blocks_->free(s->id);
+            seqs_.erase(s->id);
+        } else {
+            ++i;
+        }
+    }
+}
+
+// Running sequences: decodes first, then prefill chunks; a sequence that cannot grow
+// preempts the lowest-priority, latest-arriving running one.
+void Scheduler::schedule_running(Step& st) {
     for (int pass = 0; pass < 2; ++pass) {
         const bool decode_pass = pass == 0;
         for (size_t i = 0; i < running_.size(); ++i) {
@@ -287,8 +304,8 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
             const int64_t remaining = int64_t(s->tokens.size()) - s->num_computed;
             const bool is_decode = remaining == 1 && s->num_computed >= s->num_prompt_tokens;
             if (is_decode != decode_pass || remaining <= 0) continue;
-            if (plan.seqs.size() >= seq_cap || budget <= 0) continue;
-            const int64_t n = chunk_for(remaining, !is_decode);
+            if (st.plan.seqs.size() >= st.seq_cap || st.budget <= 0) continue;
+            const int64_t n = st.chunk_for(remaining, !is_decode);
             if (!cfg_.enable_chunked_prefill && n < remaining) continue;
             const int64_t need_tokens = s->num_computed + n;
             bool self_preempted = false;
@@ -298,20 +315,22 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
                     "sequence {} needs {} more KV blocks to grow to {} tokens; {} available", s->id,
                     blocks_->blocks_to_grow(s->id, need_tokens, s->num_computed), need_tokens,
                     blocks_->num_available());
-                preempt(victim, plan, why);
+                preempt(victim, st.plan, why);
                 if (victim == s) {
                     self_preempted = true;
                     break;
                 }
             }
             if (self_preempted) break;  // s was the last running sequence
-            blocks_->grow(s->id, need_tokens, s->num_computed, &plan.copies);
-            push(s, n, is_decode);
+            blocks_->grow(s->id, need_tokens, s->num_computed, &st.plan.copies);
+            st.push(s, n, is_decode);
         }
     }
+}
 
-    // Admissions, in priority order; the first that cannot go blocks those behind it.
-    bool blocked = !plan.preempted.empty();
+// Admissions, in priority order; the first that cannot go blocks those behind it.
+void Scheduler::admit_waiting(Step& st) {
+    bool blocked = !st.plan.preempted.empty();
     WaitReason block_reason = WaitReason::kNoFreeBlocks;
     int block_priority = waiting_.empty() ? 0 : waiting_.front()->priority;
     for (size_t i = 0; i < waiting_.size();) {
@@ -324,9 +343,9 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
         std::optional<WaitReason> r;
         kvcache::AllocationCheck check;
         int64_t n = 0;
-        if (running_.size() >= seq_cap || plan.seqs.size() >= seq_cap) {
+        if (running_.size() >= st.seq_cap || st.plan.seqs.size() >= st.seq_cap) {
             r = WaitReason::kSeqCap;
-        } else if (budget <= 0) {
+        } else if (st.budget <= 0) {
             r = WaitReason::kTokenBudget;
         } else {
             check = blocks_->check_allocate(s->tokens, s->cache_salt,
@@ -335,7 +354,7 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
                 r = WaitReason::kNoFreeBlocks;
             } else {
                 const int64_t remaining = int64_t(s->tokens.size()) - check.cached_tokens;
-                n = chunk_for(remaining, true);
+                n = st.chunk_for(remaining, true);
                 if (!cfg_.enable_chunked_prefill && n < remaining) r = WaitReason::kTokenBudget;
             }
         }
@@ -355,10 +374,9 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
         waiting_tokens_ -= int64_t(s->tokens.size());
         waiting_.erase(waiting_.begin() + ptrdiff_t(i));
         insert_sorted(running_, s);
-        plan.admitted.push_back(s->id);
-        push(s, n, false);
+        st.plan.admitted.push_back(s->id);
+        st.push(s, n, false);
     }
-    return plan;
 }
 
 void Scheduler::on_step_done(const BatchPlan& plan) {

@@ -164,6 +164,11 @@ class Scheduler {
     void rebind(kvcache::BlockManager& blocks);
 
   private:
+    struct Step;  // one schedule() call's plan and budget (scheduler.cpp)
+    // schedule()'s phases, in order.
+    void drop_timed_out(BatchPlan& plan, Clock::time_point now);
+    void schedule_running(Step& st);
+    void admit_waiting(Step& st);
     static bool before(const Sequence* a, const Sequence* b);  // scheduling order
     void insert_sorted(std::vector<Sequence*>& q, Sequence* s);
     void remove_from(std::vector<Sequence*>& q, Sequence* s);
