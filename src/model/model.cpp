@@ -232,16 +232,37 @@ int Model::prepare_kernels_on_this_thread(int max_tokens, int max_logits_rows) {
     return n;
 }
 
-Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv,
-                      std::vector<float>& logits) {
-    PAGODA_TRY(check_batch(b, kv.block_size()));
-    if (sim_) return sim_forward(b, logits);
+// Per-row position and the attention description of each sequence.
+struct Model::Rows {
+    std::vector<int32_t> pos, seq_of;
+    std::vector<kernels::AttentionSeq> aseqs;
+    std::vector<int> row_offsets;
+};
+
+Model::Rows Model::rows_of(const ForwardBatch& b) {
     const int T = b.num_tokens();
-    const int D = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.ffn_dim,
-              HD = cfg_.head_dim;
-    auto grow = [](std::vector<float>& v, size_t n) {
-        if (v.size() < n) v.resize(n);
-    };
+    Rows r;
+    r.pos.resize(static_cast<size_t>(T));
+    r.seq_of.resize(static_cast<size_t>(T));
+    for (size_t s = 0; s < b.seqs.size(); ++s) {
+        const SeqSpan& sp = b.seqs[s];
+        for (int32_t i = 0; i < sp.num_tokens; ++i) {
+            r.pos[size_t(sp.token_start + i)] = sp.pos_start + i;
+            r.seq_of[size_t(sp.token_start + i)] = int32_t(s);
+        }
+        r.aseqs.push_back({sp.block_table.data(), sp.num_tokens, sp.pos_start});
+        r.row_offsets.push_back(sp.token_start);
+    }
+    return r;
+}
+
+// Scratch only grows: a step reuses what earlier steps allocated.
+static void grow(std::vector<float>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+}
+
+void Model::grow_scratch(int T) {
+    const int D = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.ffn_dim;
     grow(s_.x, size_t(T) * D);
     grow(s_.h, size_t(T) * D);
     grow(s_.q, size_t(T) * QD);
@@ -251,101 +272,25 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv,
     grow(s_.o, size_t(T) * D);
     grow(s_.gate, size_t(T) * F);
     grow(s_.up, size_t(T) * F);
-    float *x = s_.x.data(), *h = s_.h.data(), *q = s_.q.data(), *k = s_.k.data(), *v = s_.v.data();
+}
 
-    // Per-row position and the attention description of each sequence.
-    std::vector<int32_t> pos(static_cast<size_t>(T));
-    std::vector<int32_t> seq_of(static_cast<size_t>(T));
-    std::vector<kernels::AttentionSeq> aseqs;
-    std::vector<int> row_offsets;
-    for (size_t s = 0; s < b.seqs.size(); ++s) {
-        const SeqSpan& sp = b.seqs[s];
-        for (int32_t i = 0; i < sp.num_tokens; ++i) {
-            pos[size_t(sp.token_start + i)] = sp.pos_start + i;
-            seq_of[size_t(sp.token_start + i)] = int32_t(s);
-        }
-        aseqs.push_back({sp.block_table.data(), sp.num_tokens, sp.pos_start});
-        row_offsets.push_back(sp.token_start);
-    }
-    const kernels::AttentionShape ashape{cfg_.num_heads, 1.0f / std::sqrt(float(HD)), QD, QD};
-
+Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv,
+                      std::vector<float>& logits) {
+    PAGODA_TRY(check_batch(b, kv.block_size()));
+    if (sim_) return sim_forward(b, logits);
+    const int T = b.num_tokens();
+    const int D = cfg_.dim;
+    grow_scratch(T);
+    const Rows rows = rows_of(b);
+    float *x = s_.x.data(), *h = s_.h.data();
     // 1. Token embeddings.
     embed(b, x);
     for (int l = 0; l < cfg_.num_layers; ++l) {
         if (b.interrupt && b.interrupt())
             return make_error(ErrorCode::kConflict, "the pass was interrupted before layer {}", l);
         const LayerWeights& L = weights_.layers[size_t(l)];
-        const kernels::PagedKv pkv = kv.layer(l);
-        // 2. Attention block: norm, Q/K/V projections.
-#pragma omp parallel for schedule(static) if (T > 1)
-        for (int t = 0; t < T; ++t) {
-            kernels::cpu::rmsnorm(x + size_t(t) * D, L.attn_norm.data(), D, cfg_.rms_eps,
-                                  h + size_t(t) * D);
-        }
-        if (L.qkv.packed()) {  // one fused matmul, then split the rows into q, k, v
-            const int W = QD + 2 * KVD;
-            grow(s_.fused, size_t(T) * W);
-            L.qkv.forward(h, T, s_.fused.data());
-            for (int t = 0; t < T; ++t) {
-                const float* row = s_.fused.data() + size_t(t) * W;
-                std::memcpy(q + size_t(t) * QD, row, sizeof(float) * size_t(QD));
-                std::memcpy(k + size_t(t) * KVD, row + QD, sizeof(float) * size_t(KVD));
-                std::memcpy(v + size_t(t) * KVD, row + QD + KVD, sizeof(float) * size_t(KVD));
-            }
-        } else {
-            L.wq.forward(h, T, q);
-            L.wk.forward(h, T, k);
-            L.wv.forward(h, T, v);
-        }
-        // 3. Optional per-head Q/K norm (qwen3), RoPE, and K/V into the paged cache.
-#pragma omp parallel for schedule(static) if (T > 1)
-        for (int t = 0; t < T; ++t) {
-            float* qt = q + size_t(t) * QD;
-            float* kt = k + size_t(t) * KVD;
-            if (cfg_.qk_norm) {
-                for (int hh = 0; hh < cfg_.num_heads; ++hh)
-                    kernels::cpu::rmsnorm(qt + hh * HD, L.q_norm.data(), HD, cfg_.rms_eps,
-                                          qt + hh * HD);
-                for (int hh = 0; hh < cfg_.num_kv_heads; ++hh)
-                    kernels::cpu::rmsnorm(kt + hh * HD, L.k_norm.data(), HD, cfg_.rms_eps,
-                                          kt + hh * HD);
-            }
-            kernels::cpu::rope(qt, cfg_.num_heads, HD, pos[size_t(t)], cfg_.rope);
-            kernels::cpu::rope(kt, cfg_.num_kv_heads, HD, pos[size_t(t)], cfg_.rope);
-            kernels::cpu::kv_write(pkv, b.seqs[size_t(seq_of[size_t(t)])].block_table.data(),
-                                   pos[size_t(t)], kt, v + size_t(t) * KVD);
-        }
-        // 4. Causal attention over each sequence's blocks, output projection, residual.
-        kernels::cpu::paged_attention_batch(pkv, ashape, aseqs, row_offsets, q, s_.att.data());
-        L.wo.forward(s_.att.data(), T, s_.o.data());
-#pragma omp parallel for schedule(static) if (T > 1)
-        for (int t = 0; t < T; ++t) {
-            kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
-            kernels::cpu::rmsnorm(x + size_t(t) * D, L.ffn_norm.data(), D, cfg_.rms_eps,
-                                  h + size_t(t) * D);
-        }
-        // 5. SwiGLU feed-forward and residual.
-        if (L.gate_up.packed()) {  // fused [gate | up] rows
-            grow(s_.fused, size_t(T) * 2 * F);
-            L.gate_up.forward(h, T, s_.fused.data());
-#pragma omp parallel for schedule(static) if (T > 1)
-            for (int t = 0; t < T; ++t) {
-                const float* row = s_.fused.data() + size_t(t) * 2 * F;
-                kernels::cpu::swiglu(row, row + F, F, s_.gate.data() + size_t(t) * F);
-            }
-        } else {
-            L.w_gate.forward(h, T, s_.gate.data());
-            L.w_up.forward(h, T, s_.up.data());
-#pragma omp parallel for schedule(static) if (T > 1)
-            for (int t = 0; t < T; ++t) {
-                kernels::cpu::swiglu(s_.gate.data() + size_t(t) * F, s_.up.data() + size_t(t) * F,
-                                     F, s_.gate.data() + size_t(t) * F);
-            }
-        }
-        L.w_down.forward(s_.gate.data(), T, s_.o.data());
-#pragma omp parallel for schedule(static) if (T > 1)
-        for (int t = 0; t < T; ++t)
-            kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
+        attention_block(b, L, kv.layer(l), rows);  // 2-4
+        ffn_block(L, T);                           // 5
     }
     // 6. Final norm and logits, only for the rows asked for.
     const int R = int(b.logits_rows.size());
@@ -356,6 +301,92 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv,
     logits.resize(size_t(R) * size_t(cfg_.vocab_size));
     if (R > 0) weights_.output.forward(h, R, logits.data());
     return ok_status();
+}
+
+void Model::attention_block(const ForwardBatch& b, const LayerWeights& L,
+                            const kernels::PagedKv& pkv, const Rows& rows) {
+    const int T = b.num_tokens();
+    const int D = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), HD = cfg_.head_dim;
+    float *x = s_.x.data(), *h = s_.h.data(), *q = s_.q.data(), *k = s_.k.data(), *v = s_.v.data();
+    const std::vector<int32_t>& pos = rows.pos;
+    const std::vector<int32_t>& seq_of = rows.seq_of;
+    const kernels::AttentionShape ashape{cfg_.num_heads, 1.0f / std::sqrt(float(HD)), QD, QD};
+    // 2. Attention block: norm, Q/K/V projections.
+#pragma omp parallel for schedule(static) if (T > 1)
+    for (int t = 0; t < T; ++t) {
+        kernels::cpu::rmsnorm(x + size_t(t) * D, L.attn_norm.data(), D, cfg_.rms_eps,
+                              h + size_t(t) * D);
+    }
+    if (L.qkv.packed()) {  // one fused matmul, then split the rows into q, k, v
+        const int W = QD + 2 * KVD;
+        grow(s_.fused, size_t(T) * W);
+        L.qkv.forward(h, T, s_.fused.data());
+        for (int t = 0; t < T; ++t) {
+            const float* row = s_.fused.data() + size_t(t) * W;
+            std::memcpy(q + size_t(t) * QD, row, sizeof(float) * size_t(QD));
+            std::memcpy(k + size_t(t) * KVD, row + QD, sizeof(float) * size_t(KVD));
+            std::memcpy(v + size_t(t) * KVD, row + QD + KVD, sizeof(float) * size_t(KVD));
+        }
+    } else {
+        L.wq.forward(h, T, q);
+        L.wk.forward(h, T, k);
+        L.wv.forward(h, T, v);
+    }
+    // 3. Optional per-head Q/K norm (qwen3), RoPE, and K/V into the paged cache.
+#pragma omp parallel for schedule(static) if (T > 1)
+    for (int t = 0; t < T; ++t) {
+        float* qt = q + size_t(t) * QD;
+        float* kt = k + size_t(t) * KVD;
+        if (cfg_.qk_norm) {
+            for (int hh = 0; hh < cfg_.num_heads; ++hh)
+                kernels::cpu::rmsnorm(qt + hh * HD, L.q_norm.data(), HD, cfg_.rms_eps,
+                                      qt + hh * HD);
+            for (int hh = 0; hh < cfg_.num_kv_heads; ++hh)
+                kernels::cpu::rmsnorm(kt + hh * HD, L.k_norm.data(), HD, cfg_.rms_eps,
+                                      kt + hh * HD);
+        }
+        kernels::cpu::rope(qt, cfg_.num_heads, HD, pos[size_t(t)], cfg_.rope);
+        kernels::cpu::rope(kt, cfg_.num_kv_heads, HD, pos[size_t(t)], cfg_.rope);
+        kernels::cpu::kv_write(pkv, b.seqs[size_t(seq_of[size_t(t)])].block_table.data(),
+                               pos[size_t(t)], kt, v + size_t(t) * KVD);
+    }
+    // 4. Causal attention over each sequence's blocks, output projection, residual.
+    kernels::cpu::paged_attention_batch(pkv, ashape, rows.aseqs, rows.row_offsets, q,
+                                        s_.att.data());
+    L.wo.forward(s_.att.data(), T, s_.o.data());
+#pragma omp parallel for schedule(static) if (T > 1)
+    for (int t = 0; t < T; ++t) {
+        kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
+        kernels::cpu::rmsnorm(x + size_t(t) * D, L.ffn_norm.data(), D, cfg_.rms_eps,
+                              h + size_t(t) * D);
+    }
+}
+
+void Model::ffn_block(const LayerWeights& L, int T) {
+    const int D = cfg_.dim, F = cfg_.ffn_dim;
+    float *x = s_.x.data(), *h = s_.h.data();
+    // 5. SwiGLU feed-forward and residual.
+    if (L.gate_up.packed()) {  // fused [gate | up] rows
+        grow(s_.fused, size_t(T) * 2 * F);
+        L.gate_up.forward(h, T, s_.fused.data());
+#pragma omp parallel for schedule(static) if (T > 1)
+        for (int t = 0; t < T; ++t) {
+            const float* row = s_.fused.data() + size_t(t) * 2 * F;
+            kernels::cpu::swiglu(row, row + F, F, s_.gate.data() + size_t(t) * F);
+        }
+    } else {
+        L.w_gate.forward(h, T, s_.gate.data());
+        L.w_up.forward(h, T, s_.up.data());
+#pragma omp parallel for schedule(static) if (T > 1)
+        for (int t = 0; t < T; ++t) {
+            kernels::cpu::swiglu(s_.gate.data() + size_t(t) * F, s_.up.data() + size_t(t) * F, F,
+                                 s_.gate.data() + size_t(t) * F);
+        }
+    }
+    L.w_down.forward(s_.gate.data(), T, s_.o.data());
+#pragma omp parallel for schedule(static) if (T > 1)
+    for (int t = 0; t < T; ++t)
+        kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
 }
 
 }  // namespace pagoda::model

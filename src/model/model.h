@@ -119,6 +119,15 @@ class Model {
                                                               LoadOptions opts);
     int prepare_kernels_on_this_thread(int max_tokens, int max_logits_rows);
     void embed(const ForwardBatch& b, float* x) const;
+    // forward()'s parts: scratch sized for T rows; each row's position and sequence; one
+    // layer's attention block (norm, QKV, RoPE, K/V into the cache, attention, output
+    // projection, residual, FFN norm) and its SwiGLU feed-forward block with the residual.
+    struct Rows;
+    void grow_scratch(int T);
+    static Rows rows_of(const ForwardBatch& b);
+    void attention_block(const ForwardBatch& b, const LayerWeights& L, const kernels::PagedKv& pkv,
+                         const Rows& rows);
+    void ffn_block(const LayerWeights& L, int T);
     Status sim_forward(const ForwardBatch& b, std::vector<float>& logits);
     Status check_batch(const ForwardBatch& b, int block_size) const;
     // Opens the cache for `opts` (if any) and loads the weights through it; starts the

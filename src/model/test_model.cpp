@@ -89,6 +89,37 @@ formats::GgufWriter::Fill const_fill(int64_t n, float value) {
 
 }  // namespace
 
+// Every tokenizer.* key of the vocabulary file, token lists padded to the shape's
+// vocabulary with unused tokens.
+static Status copy_tokenizer(const formats::GgufFile& vg, const ModelShape& s,
+                             const std::string& vocab_path, formats::GgufWriter& w) {
+    int64_t n_tokens = 0;
+    for (const auto& [key, value] : vg.metadata()) {
+        if (key.rfind("tokenizer.", 0) != 0) continue;
+        formats::GgufValue v = value;
+        if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" ||
+            key == "tokenizer.ggml.token_type") {
+            n_tokens = int64_t(v.array.size());
+            if (n_tokens > s.vocab_size) {
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "vocab '{}' has {} tokens, more than shape {}'s {}", vocab_path,
+                                  n_tokens, s.name, s.vocab_size);
+            }
+            for (int64_t k = n_tokens; k < s.vocab_size; ++k) {
+                formats::GgufValue e;
+                e.type = v.elem_type;
+                if (key == "tokenizer.ggml.tokens") e.s = fmt::format("<unused{}>", k);
+                if (key == "tokenizer.ggml.token_type") e.i = 5, e.u = 5;  // unused
+                v.array.push_back(e);
+            }
+        }
+        w.add(key, v);
+    }
+    if (n_tokens == 0)
+        return make_error(ErrorCode::kInvalidFile, "{}: has no tokenizer.ggml.tokens", vocab_path);
+    return ok_status();
+}
+
 Status write_test_model(const TestModelOptions& o,
                         const std::function<void(size_t, size_t)>& progress) {
     const ModelShape& s = o.shape;
@@ -117,32 +148,7 @@ Status write_test_model(const TestModelOptions& o,
     w.add_f32(a + ".rope.freq_base", s.rope_base);
     w.add_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
 
-    // Tokenizer: every tokenizer.* key, token lists padded to the shape's vocabulary.
-    int64_t n_tokens = 0;
-    for (const auto& [key, value] : vg.metadata()) {
-        if (key.rfind("tokenizer.", 0) != 0) continue;
-        formats::GgufValue v = value;
-        if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" ||
-            key == "tokenizer.ggml.token_type") {
-            n_tokens = int64_t(v.array.size());
-            if (n_tokens > s.vocab_size) {
-                return make_error(ErrorCode::kInvalidArgument,
-                                  "vocab '{}' has {} tokens, more than shape {}'s {}", o.vocab_path,
-                                  n_tokens, s.name, s.vocab_size);
-            }
-            for (int64_t k = n_tokens; k < s.vocab_size; ++k) {
-                formats::GgufValue e;
-                e.type = v.elem_type;
-                if (key == "tokenizer.ggml.tokens") e.s = fmt::format("<unused{}>", k);
-                if (key == "tokenizer.ggml.token_type") e.i = 5, e.u = 5;  // unused
-                v.array.push_back(e);
-            }
-        }
-        w.add(key, v);
-    }
-    if (n_tokens == 0)
-        return make_error(ErrorCode::kInvalidFile, "{}: has no tokenizer.ggml.tokens",
-                          o.vocab_path);
+    PAGODA_TRY(copy_tokenizer(vg, s, o.vocab_path, w));
 
     const int hd = s.dim / s.num_heads;
     const int64_t qd = int64_t(s.num_heads) * hd, kvd = int64_t(s.num_kv_heads) * hd;
