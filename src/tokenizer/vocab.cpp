@@ -32,29 +32,9 @@ Result<const formats::GgufValue*> find_array(const formats::GgufFile& g, const s
 
 }  // namespace
 
-Result<Vocab> Vocab::from_gguf(const formats::GgufFile& g) {
-    Vocab v;
-    PAGODA_ASSIGN_OR_RETURN(v.model_name, g.get_string("tokenizer.ggml.model"));
-    if (v.model_name == "llama") {
-        v.kind = TokenizerKind::kSpm;
-    } else if (v.model_name == "gpt2") {
-        v.kind = TokenizerKind::kBpe;
-    } else {
-        return make_error(ErrorCode::kUnsupported,
-                          "{}: tokenizer model '{}' is not supported (supported: llama, gpt2)",
-                          g.source(), v.model_name);
-    }
-    v.pre = g.get_string_or("tokenizer.ggml.pre", "default");
-
-    PAGODA_ASSIGN_OR_RETURN(
-        const formats::GgufValue* toks,
-        find_array(g, "tokenizer.ggml.tokens", formats::GgufType::kString, true));
-    if (toks->array.empty())
-        return make_error(ErrorCode::kInvalidFile, "{}: empty token list", g.source());
-    v.tokens.reserve(toks->array.size());
-    for (const auto& t : toks->array) v.tokens.push_back(t.s);
+// tokenizer.ggml.scores and .token_type, one per token (defaults when absent).
+static Status read_scores_and_types(const formats::GgufFile& g, Vocab& v) {
     const size_t n = v.tokens.size();
-
     PAGODA_ASSIGN_OR_RETURN(const formats::GgufValue* scores,
                             find_array(g, "tokenizer.ggml.scores", formats::GgufType::kF32, false));
     v.scores.assign(n, 0.0f);
@@ -80,24 +60,30 @@ Result<Vocab> Vocab::from_gguf(const formats::GgufFile& g) {
             v.types[k] = (t >= 0 && t <= 6) ? TokenType(t) : TokenType::kUndefined;
         }
     }
-    for (size_t k = 0; k < n; ++k) v.token_to_id.emplace(v.tokens[k], TokenId(k));
+    return ok_status();
+}
 
-    if (v.kind == TokenizerKind::kBpe) {
-        PAGODA_ASSIGN_OR_RETURN(
-            const formats::GgufValue* merges,
-            find_array(g, "tokenizer.ggml.merges", formats::GgufType::kString, true));
-        v.merge_rank.reserve(merges->array.size());
-        for (size_t k = 0; k < merges->array.size(); ++k) {
-            const std::string& m = merges->array[k].s;
-            const size_t sp = m.find(' ', 1);
-            if (sp == std::string::npos) {
-                return make_error(ErrorCode::kInvalidFile,
-                                  "{}: merge {} ('{}') has no space separator", g.source(), k, m);
-            }
-            v.merge_rank.emplace(std::make_pair(m.substr(0, sp), m.substr(sp + 1)), int32_t(k));
+// Byte-level BPE's merges: "left right" pairs, ranked by their order.
+static Status read_merges(const formats::GgufFile& g, Vocab& v) {
+    PAGODA_ASSIGN_OR_RETURN(
+        const formats::GgufValue* merges,
+        find_array(g, "tokenizer.ggml.merges", formats::GgufType::kString, true));
+    v.merge_rank.reserve(merges->array.size());
+    for (size_t k = 0; k < merges->array.size(); ++k) {
+        const std::string& m = merges->array[k].s;
+        const size_t sp = m.find(' ', 1);
+        if (sp == std::string::npos) {
+            return make_error(ErrorCode::kInvalidFile, "{}: merge {} ('{}') has no space separator",
+                              g.source(), k, m);
         }
+        v.merge_rank.emplace(std::make_pair(m.substr(0, sp), m.substr(sp + 1)), int32_t(k));
     }
+    return ok_status();
+}
 
+// BOS, EOS, UNK, PAD and EOT ids (the end-of-turn token by its text when not named).
+static void read_special_ids(const formats::GgufFile& g, Vocab& v) {
+    const size_t n = v.tokens.size();
     auto special = [&](const char* key, TokenId dflt) -> TokenId {
         const int64_t id = g.get_int_or(key, dflt);
         return (id >= 0 && id < int64_t(n)) ? TokenId(id) : kNoToken;
@@ -117,6 +103,38 @@ Result<Vocab> Vocab::from_gguf(const formats::GgufFile& g) {
             }
         }
     }
+}
+
+Result<Vocab> Vocab::from_gguf(const formats::GgufFile& g) {
+    Vocab v;
+    PAGODA_ASSIGN_OR_RETURN(v.model_name, g.get_string("tokenizer.ggml.model"));
+    if (v.model_name == "llama") {
+        v.kind = TokenizerKind::kSpm;
+    } else if (v.model_name == "gpt2") {
+        v.kind = TokenizerKind::kBpe;
+    } else {
+        return make_error(ErrorCode::kUnsupported,
+                          "{}: tokenizer model '{}' is not supported (supported: llama, gpt2)",
+                          g.source(), v.model_name);
+    }
+    v.pre = g.get_string_or("tokenizer.ggml.pre", "default");
+
+    PAGODA_ASSIGN_OR_RETURN(
+        const formats::GgufValue* toks,
+        find_array(g, "tokenizer.ggml.tokens", formats::GgufType::kString, true));
+    if (toks->array.empty())
+        return make_error(ErrorCode::kInvalidFile, "{}: empty token list", g.source());
+    v.tokens.reserve(toks->array.size());
+    for (const auto& t : toks->array) v.tokens.push_back(t.s);
+    const size_t n = v.tokens.size();
+
+    PAGODA_TRY(read_scores_and_types(g, v));
+    for (size_t k = 0; k < n; ++k) v.token_to_id.emplace(v.tokens[k], TokenId(k));
+
+    if (v.kind == TokenizerKind::kBpe) PAGODA_TRY(read_merges(g, v));
+
+    read_special_ids(g, v);
+    const bool spm = v.kind == TokenizerKind::kSpm;
     v.add_bos = g.get_bool_or("tokenizer.ggml.add_bos_token", spm);
     v.add_eos = g.get_bool_or("tokenizer.ggml.add_eos_token", false);
     v.add_space_prefix = g.get_bool_or("tokenizer.ggml.add_space_prefix", spm);
