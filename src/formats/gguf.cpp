@@ -78,6 +78,37 @@ uint64_t min_encoded_size(GgufType t) {
 bool valid_type(uint32_t t) { return t <= uint32_t(GgufType::kF64); }
 
 Result<GgufValue> read_value(Reader& r, GgufType type, int depth, const std::string& key,
+                             const std::string& src);
+
+// An array value: element type, length (bounded by the bytes left), then the elements.
+Status read_array(Reader& r, GgufValue& v, int depth, const std::string& key,
+                  const std::string& src) {
+    if (depth >= kMaxArrayDepth) {
+        return make_error(ErrorCode::kInvalidFile, "{}: key '{}': arrays nested deeper than {}",
+                          src, key, kMaxArrayDepth);
+    }
+    PAGODA_ASSIGN_OR_RETURN(uint32_t et, r.read<uint32_t>("array element type"));
+    if (!valid_type(et)) {
+        return make_error(ErrorCode::kInvalidFile,
+                          "{}: key '{}': unknown array element type {} (allowed 0..12)", src, key,
+                          et);
+    }
+    PAGODA_ASSIGN_OR_RETURN(uint64_t n, r.read<uint64_t>("array length"));
+    v.elem_type = GgufType(et);
+    if (n > r.remaining() / min_encoded_size(v.elem_type)) {
+        return make_error(ErrorCode::kInvalidFile,
+                          "{}: key '{}': array of {} elements cannot fit in the {} bytes left", src,
+                          key, n, r.remaining());
+    }
+    v.array.reserve(size_t(n));
+    for (uint64_t k = 0; k < n; ++k) {
+        PAGODA_ASSIGN_OR_RETURN(GgufValue e, read_value(r, v.elem_type, depth + 1, key, src));
+        v.array.push_back(std::move(e));
+    }
+    return ok_status();
+}
+
+Result<GgufValue> read_value(Reader& r, GgufType type, int depth, const std::string& key,
                              const std::string& src) {
     GgufValue v;
     v.type = type;
@@ -139,31 +170,7 @@ Result<GgufValue> read_value(Reader& r, GgufType type, int depth, const std::str
             break;
         }
         case GgufType::kArray: {
-            if (depth >= kMaxArrayDepth) {
-                return make_error(ErrorCode::kInvalidFile,
-                                  "{}: key '{}': arrays nested deeper than {}", src, key,
-                                  kMaxArrayDepth);
-            }
-            PAGODA_ASSIGN_OR_RETURN(uint32_t et, r.read<uint32_t>("array element type"));
-            if (!valid_type(et)) {
-                return make_error(ErrorCode::kInvalidFile,
-                                  "{}: key '{}': unknown array element type {} (allowed 0..12)",
-                                  src, key, et);
-            }
-            PAGODA_ASSIGN_OR_RETURN(uint64_t n, r.read<uint64_t>("array length"));
-            v.elem_type = GgufType(et);
-            if (n > r.remaining() / min_encoded_size(v.elem_type)) {
-                return make_error(
-                    ErrorCode::kInvalidFile,
-                    "{}: key '{}': array of {} elements cannot fit in the {} bytes left", src, key,
-                    n, r.remaining());
-            }
-            v.array.reserve(size_t(n));
-            for (uint64_t k = 0; k < n; ++k) {
-                PAGODA_ASSIGN_OR_RETURN(GgufValue e,
-                                        read_value(r, v.elem_type, depth + 1, key, src));
-                v.array.push_back(std::move(e));
-            }
+            PAGODA_TRY(read_array(r, v, depth, key, src));
             break;
         }
     }
@@ -239,6 +246,62 @@ std::string GgufValue::to_string(size_t max_items) const {
     }
 }
 
+// One tensor's directory entry: name, dimensions, type, offset (checked, not yet placed).
+static Result<GgufTensorInfo> read_tensor_info(Reader& r, uint64_t alignment,
+                                               const std::string& src) {
+    GgufTensorInfo t;
+    PAGODA_ASSIGN_OR_RETURN(t.name, r.read_string("tensor name"));
+    PAGODA_ASSIGN_OR_RETURN(uint32_t nd, r.read<uint32_t>("tensor dimension count"));
+    if (nd == 0 || nd > kMaxDims) {
+        return make_error(ErrorCode::kInvalidFile,
+                          "{}: tensor '{}' has {} dimensions (allowed 1..{})", src, t.name, nd,
+                          kMaxDims);
+    }
+    t.num_elems = 1;
+    for (uint32_t d = 0; d < nd; ++d) {
+        PAGODA_ASSIGN_OR_RETURN(uint64_t dim, r.read<uint64_t>("tensor dimension"));
+        if (dim == 0 || dim > (uint64_t(1) << 40) || t.num_elems > (uint64_t(1) << 50) / dim) {
+            return make_error(ErrorCode::kInvalidFile,
+                              "{}: tensor '{}' dimension {} = {} is invalid or overflows", src,
+                              t.name, d, dim);
+        }
+        t.num_elems *= dim;
+        t.dims.push_back(dim);
+    }
+    PAGODA_ASSIGN_OR_RETURN(uint32_t type, r.read<uint32_t>("tensor type"));
+    auto traits = tensor_type_traits(type);
+    if (!traits) {
+        return make_error(ErrorCode::kUnsupported, "{}: tensor '{}' has unknown tensor type id {}",
+                          src, t.name, type);
+    }
+    t.type = TensorType(type);
+    if (t.dims[0] % traits->block_elems != 0) {
+        return make_error(ErrorCode::kInvalidFile,
+                          "{}: tensor '{}' row length {} is not a multiple of the {} block size {}",
+                          src, t.name, t.dims[0], traits->name, traits->block_elems);
+    }
+    t.num_bytes = t.num_elems / traits->block_elems * traits->block_bytes;
+    PAGODA_ASSIGN_OR_RETURN(t.offset, r.read<uint64_t>("tensor offset"));
+    if (t.offset % alignment != 0) {
+        return make_error(ErrorCode::kInvalidFile, "{}: tensor '{}' offset {} is not aligned to {}",
+                          src, t.name, t.offset, alignment);
+    }
+    return t;
+}
+
+// general.alignment, or GGUF's default.
+static Result<uint64_t> alignment_of(const GgufFile& g) {
+    const GgufValue* a = g.find("general.alignment");
+    if (a == nullptr) return g.alignment();
+    auto al = a->as_int();
+    if (!al || *al <= 0 || (*al & (*al - 1)) != 0 || *al > 65536) {
+        return make_error(ErrorCode::kInvalidFile,
+                          "{}: general.alignment must be a power of two up to 65536, got {}",
+                          g.source(), a->to_string());
+    }
+    return uint64_t(*al);
+}
+
 Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, const std::string& source) {
     GgufFile g;
     g.source_ = source;
@@ -286,56 +349,10 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, const std::stri
         g.kv_.emplace_back(std::move(key), std::move(v));
     }
 
-    if (const GgufValue* a = g.find("general.alignment")) {
-        auto al = a->as_int();
-        if (!al || *al <= 0 || (*al & (*al - 1)) != 0 || *al > 65536) {
-            return make_error(ErrorCode::kInvalidFile,
-                              "{}: general.alignment must be a power of two up to 65536, got {}",
-                              src, a->to_string());
-        }
-        g.alignment_ = uint64_t(*al);
-    }
+    PAGODA_ASSIGN_OR_RETURN(g.alignment_, alignment_of(g));
 
     for (uint64_t k = 0; k < n_tensors; ++k) {
-        GgufTensorInfo t;
-        PAGODA_ASSIGN_OR_RETURN(t.name, r.read_string("tensor name"));
-        PAGODA_ASSIGN_OR_RETURN(uint32_t nd, r.read<uint32_t>("tensor dimension count"));
-        if (nd == 0 || nd > kMaxDims) {
-            return make_error(ErrorCode::kInvalidFile,
-                              "{}: tensor '{}' has {} dimensions (allowed 1..{})", src, t.name, nd,
-                              kMaxDims);
-        }
-        t.num_elems = 1;
-        for (uint32_t d = 0; d < nd; ++d) {
-            PAGODA_ASSIGN_OR_RETURN(uint64_t dim, r.read<uint64_t>("tensor dimension"));
-            if (dim == 0 || dim > (uint64_t(1) << 40) || t.num_elems > (uint64_t(1) << 50) / dim) {
-                return make_error(ErrorCode::kInvalidFile,
-                                  "{}: tensor '{}' dimension {} = {} is invalid or overflows", src,
-                                  t.name, d, dim);
-            }
-            t.num_elems *= dim;
-            t.dims.push_back(dim);
-        }
-        PAGODA_ASSIGN_OR_RETURN(uint32_t type, r.read<uint32_t>("tensor type"));
-        auto traits = tensor_type_traits(type);
-        if (!traits) {
-            return make_error(ErrorCode::kUnsupported,
-                              "{}: tensor '{}' has unknown tensor type id {}", src, t.name, type);
-        }
-        t.type = TensorType(type);
-        if (t.dims[0] % traits->block_elems != 0) {
-            return make_error(
-                ErrorCode::kInvalidFile,
-                "{}: tensor '{}' row length {} is not a multiple of the {} block size {}", src,
-                t.name, t.dims[0], traits->name, traits->block_elems);
-        }
-        t.num_bytes = t.num_elems / traits->block_elems * traits->block_bytes;
-        PAGODA_ASSIGN_OR_RETURN(t.offset, r.read<uint64_t>("tensor offset"));
-        if (t.offset % g.alignment_ != 0) {
-            return make_error(ErrorCode::kInvalidFile,
-                              "{}: tensor '{}' offset {} is not aligned to {}", src, t.name,
-                              t.offset, g.alignment_);
-        }
+        PAGODA_ASSIGN_OR_RETURN(GgufTensorInfo t, read_tensor_info(r, g.alignment_, src));
         if (g.tensor_index_.count(t.name)) {
             return make_error(ErrorCode::kInvalidFile, "{}: duplicate tensor name '{}'", src,
                               t.name);
