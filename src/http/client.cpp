@@ -55,25 +55,76 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
         co_return s;
     }
 
+    bhttp::request<bhttp::string_body> to_http(ClientRequest& req) const {
+        bhttp::request<bhttp::string_body> hreq{bhttp::verb::get, url.base_path + req.path, 11};
+        auto verb = bhttp::string_to_verb(req.method);
+        hreq.method(verb == bhttp::verb::unknown ? bhttp::verb::get : verb);
+        hreq.set(bhttp::field::host, url.host + ":" + url.port);
+        hreq.set(bhttp::field::user_agent, opts.user_agent);
+        hreq.keep_alive(true);
+        for (const auto& [k, v] : opts.headers) hreq.set(k, v);
+        for (const auto& [k, v] : req.headers) hreq.set(k, v);
+        if (!req.body.empty() || req.method == "POST") {
+            hreq.set(bhttp::field::content_type, req.content_type);
+            hreq.body() = std::move(req.body);
+            hreq.prepare_payload();
+        }
+        return hreq;
+    }
+
+    // The answer's status and body, handed over as they come; the connection back to the
+    // pool when the server keeps it alive.
+    asio::awaitable<void> read_body(std::unique_ptr<beast::tcp_stream> s, beast::flat_buffer& buf,
+                                    bhttp::response_parser<bhttp::buffer_body>& parser,
+                                    const ClientCallbacks& cb, CallState& st) {
+        if (cb.on_status) cb.on_status(int(parser.get().result_int()));
+        char tmp[16384];
+        while (!parser.is_done()) {
+            parser.get().body().data = tmp;
+            parser.get().body().size = sizeof(tmp);
+            s->expires_after(std::chrono::milliseconds(int64_t(opts.read_timeout_s * 1000)));
+            auto [ec, n] = co_await bhttp::async_read_some(*s, buf, parser,
+                                                           asio::as_tuple(asio::use_awaitable));
+            if (ec && ec != bhttp::error::need_buffer) throw boost::system::system_error(ec);
+            size_t got = sizeof(tmp) - parser.get().body().size;
+            if (got > 0 && cb.on_body) cb.on_body(std::string_view(tmp, got));
+        }
+        st.stream = nullptr;
+        if (parser.get().keep_alive() && !st.cancelled) {
+            s->expires_never();
+            idle.push_back(std::move(s));
+        }
+    }
+
+    ClientError classify(const boost::system::system_error& e, bool cancelled) const {
+        ClientError err;
+        err.kind =
+            e.code() == beast::error::timeout ? ClientError::Kind::kTimeout
+            : e.code().category() == bhttp::make_error_code(bhttp::error::bad_version).category()
+                ? ClientError::Kind::kProtocol
+                : ClientError::Kind::kIo;
+        if (cancelled) {
+            err.kind = ClientError::Kind::kCancelled;
+            err.message = "cancelled";
+        } else if (e.code() == beast::error::timeout) {
+            err.message = fmt::format("no answer within {} s", opts.read_timeout_s);
+        } else if (e.code() == bhttp::error::end_of_stream || e.code() == asio::error::eof ||
+                   e.code() == asio::error::connection_reset) {
+            err.kind = ClientError::Kind::kIo;
+            err.message = "the server closed the connection before the response was complete";
+        } else {
+            err.message = e.code().message();
+        }
+        return err;
+    }
+
     asio::awaitable<void> run(ClientRequest req, ClientCallbacks cb,
                               std::shared_ptr<CallState> st) {
         ClientError err;
         bool failed = false;
         try {
             if (st->cancelled) throw boost::system::system_error(asio::error::operation_aborted);
-            bhttp::request<bhttp::string_body> hreq{bhttp::verb::get, url.base_path + req.path, 11};
-            auto verb = bhttp::string_to_verb(req.method);
-            hreq.method(verb == bhttp::verb::unknown ? bhttp::verb::get : verb);
-            hreq.set(bhttp::field::host, url.host + ":" + url.port);
-            hreq.set(bhttp::field::user_agent, opts.user_agent);
-            hreq.keep_alive(true);
-            for (const auto& [k, v] : opts.headers) hreq.set(k, v);
-            for (const auto& [k, v] : req.headers) hreq.set(k, v);
-            if (!req.body.empty() || req.method == "POST") {
-                hreq.set(bhttp::field::content_type, req.content_type);
-                hreq.body() = std::move(req.body);
-                hreq.prepare_payload();
-            }
+            bhttp::request<bhttp::string_body> hreq = to_http(req);
             // A pooled connection the server closed while it sat idle fails before any byte
             // of the answer arrives: send once more on a fresh connection (what HTTP clients
             // do for a stale keep-alive connection). A fresh connection's failure is final.
@@ -123,45 +174,11 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
                 }
             }
             if (!failed) {
-                if (cb.on_status) cb.on_status(int(parser->get().result_int()));
-                char tmp[16384];
-                while (!parser->is_done()) {
-                    parser->get().body().data = tmp;
-                    parser->get().body().size = sizeof(tmp);
-                    s->expires_after(
-                        std::chrono::milliseconds(int64_t(opts.read_timeout_s * 1000)));
-                    auto [ec, n] = co_await bhttp::async_read_some(
-                        *s, buf, *parser, asio::as_tuple(asio::use_awaitable));
-                    if (ec && ec != bhttp::error::need_buffer)
-                        throw boost::system::system_error(ec);
-                    size_t got = sizeof(tmp) - parser->get().body().size;
-                    if (got > 0 && cb.on_body) cb.on_body(std::string_view(tmp, got));
-                }
-                st->stream = nullptr;
-                if (parser->get().keep_alive() && !st->cancelled) {
-                    s->expires_never();
-                    idle.push_back(std::move(s));
-                }
+                co_await read_body(std::move(s), buf, *parser, cb, *st);
             }
         } catch (const boost::system::system_error& e) {
             failed = true;
-            err.kind = e.code() == beast::error::timeout ? ClientError::Kind::kTimeout
-                       : e.code().category() ==
-                               bhttp::make_error_code(bhttp::error::bad_version).category()
-                           ? ClientError::Kind::kProtocol
-                           : ClientError::Kind::kIo;
-            if (st->cancelled) {
-                err.kind = ClientError::Kind::kCancelled;
-                err.message = "cancelled";
-            } else if (e.code() == beast::error::timeout) {
-                err.message = fmt::format("no answer within {} s", opts.read_timeout_s);
-            } else if (e.code() == bhttp::error::end_of_stream || e.code() == asio::error::eof ||
-                       e.code() == asio::error::connection_reset) {
-                err.kind = ClientError::Kind::kIo;
-                err.message = "the server closed the connection before the response was complete";
-            } else {
-                err.message = e.code().message();
-            }
+            err = classify(e, st->cancelled);
         } catch (const std::exception& e) {
             failed = true;
             err.kind = ClientError::Kind::kProtocol;

@@ -144,28 +144,9 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     // Runs on the connection's coroutine until the answer is complete or the client is
     // gone. Returns whether the connection may serve another request.
     asio::awaitable<bool> run(beast::tcp_stream& stream, bool keep_alive, unsigned version) {
-        auto self = shared_from_this();
-        // Watch for the client going away while we wait for the answer.
-        auto watch = std::make_shared<Watch>();
-        asio::co_spawn(
-            ex_,
-            [self, watch, &stream]() -> asio::awaitable<void> {
-                char b[256];
-                auto [ec, n] = co_await stream.socket().async_read_some(
-                    asio::buffer(b), asio::as_tuple(asio::use_awaitable));
-                watch->done = true;
-                if (!ec) {
-                    watch->got_data =
-                        true;  // pipelined request: served by a new connection instead
-                } else if (!watch->stopping) {
-                    self->mark_disconnected();
-                }
-                self->timer_.cancel();
-            },
-            asio::detached);
-
+        auto watch = watch_disconnect(stream);
         bool complete = false, streaming = false, ok = true;
-        while (!complete) {
+        while (!complete && ok) {
             std::deque<Item> batch;
             {
                 std::lock_guard<std::mutex> lock(mu_);
@@ -185,47 +166,86 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 continue;
             }
             for (Item& it : batch) {
-                boost::system::error_code ec;
                 const auto w0 = std::chrono::steady_clock::now();
-                if (it.kind == Item::kFull) {
-                    ok = co_await write_full(stream, it.full, keep_alive && !watch->got_data,
-                                             version);
-                    complete = true;
-                } else if (it.kind == Item::kHead) {
-                    std::string head = fmt::format(
-                        "HTTP/1.1 {} {}\r\nServer: pagoda\r\nContent-Type: {}\r\n"
-                        "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n",
-                        it.full.status, reason(it.full.status), it.full.content_type);
-                    for (const auto& [k, v] : it.full.headers) head += k + ": " + v + "\r\n";
-                    head +=
-                        keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-                    std::tie(ec, std::ignore) = co_await asio::async_write(
-                        stream, asio::buffer(head), asio::as_tuple(asio::use_awaitable));
-                    streaming = true;
-                } else if (it.kind == Item::kChunk && streaming) {
-                    const std::string framed =
-                        fmt::format("{:x}\r\n", it.data.size()) + it.data + "\r\n";
-                    std::tie(ec, std::ignore) = co_await asio::async_write(
-                        stream, asio::buffer(framed), asio::as_tuple(asio::use_awaitable));
-                } else if (it.kind == Item::kFinish) {
-                    if (streaming) {
-                        std::tie(ec, std::ignore) =
-                            co_await asio::async_write(stream, asio::buffer("0\r\n\r\n", 5),
-                                                       asio::as_tuple(asio::use_awaitable));
-                    }
-                    complete = true;
-                }
+                ok = co_await write_item(stream, it, *watch, keep_alive, version, streaming,
+                                         complete);
                 write_s_ +=
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-                if (ec) ok = false;
                 if (!ok) {
                     mark_disconnected();
                     break;
                 }
                 if (complete) break;
             }
-            if (!ok) break;
         }
+        co_await close_answer(stream, *watch);
+        co_return ok&& keep_alive && !watch->got_data;
+    }
+
+  private:
+    struct Item;
+    struct Watch;
+
+    // Watches for the client going away while the answer is produced.
+    std::shared_ptr<Watch> watch_disconnect(beast::tcp_stream& stream) {
+        auto self = shared_from_this();
+        auto watch = std::make_shared<Watch>();
+        asio::co_spawn(
+            ex_,
+            [self, watch, &stream]() -> asio::awaitable<void> {
+                char b[256];
+                auto [ec, n] = co_await stream.socket().async_read_some(
+                    asio::buffer(b), asio::as_tuple(asio::use_awaitable));
+                watch->done = true;
+                if (!ec) {
+                    watch->got_data =
+                        true;  // pipelined request: served by a new connection instead
+                } else if (!watch->stopping) {
+                    self->mark_disconnected();
+                }
+                self->timer_.cancel();
+            },
+            asio::detached);
+        return watch;
+    }
+
+    // Writes one item: a whole response, the chunked head, a chunk, or the last chunk
+    // (which, like a whole response, completes the answer). False when the write failed.
+    asio::awaitable<bool> write_item(beast::tcp_stream& stream, Item& it, const Watch& watch,
+                                     bool keep_alive, unsigned version, bool& streaming,
+                                     bool& complete) {
+        boost::system::error_code ec;
+        if (it.kind == Item::kFull) {
+            complete = true;
+            co_return co_await write_full(stream, it.full, keep_alive && !watch.got_data, version);
+        }
+        if (it.kind == Item::kHead) {
+            std::string head = fmt::format(
+                "HTTP/1.1 {} {}\r\nServer: pagoda\r\nContent-Type: {}\r\n"
+                "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n",
+                it.full.status, reason(it.full.status), it.full.content_type);
+            for (const auto& [k, v] : it.full.headers) head += k + ": " + v + "\r\n";
+            head += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+            std::tie(ec, std::ignore) = co_await asio::async_write(
+                stream, asio::buffer(head), asio::as_tuple(asio::use_awaitable));
+            streaming = true;
+        } else if (it.kind == Item::kChunk && streaming) {
+            const std::string framed = fmt::format("{:x}\r\n", it.data.size()) + it.data + "\r\n";
+            std::tie(ec, std::ignore) = co_await asio::async_write(
+                stream, asio::buffer(framed), asio::as_tuple(asio::use_awaitable));
+        } else if (it.kind == Item::kFinish) {
+            if (streaming) {
+                std::tie(ec, std::ignore) = co_await asio::async_write(
+                    stream, asio::buffer("0\r\n\r\n", 5), asio::as_tuple(asio::use_awaitable));
+            }
+            complete = true;
+        }
+        co_return !ec;
+    }
+
+    // The answer is over: later pushes are dropped, on_complete runs, and the watcher stops
+    // before the connection reads again.
+    asio::awaitable<void> close_answer(beast::tcp_stream& stream, Watch& watch) {
         std::function<void(double)> done;
         {
             std::lock_guard<std::mutex> lock(mu_);
@@ -234,20 +254,17 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             done = std::move(on_complete_);
         }
         if (done) done(write_s_);
-        // Stop the watcher before the connection reads again.
-        if (!watch->done) {
-            watch->stopping = true;
+        if (!watch.done) {
+            watch.stopping = true;
             boost::system::error_code ignored;
             stream.socket().cancel(ignored);
-            while (!watch->done) {
+            while (!watch.done) {
                 co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
                 timer_.expires_at(asio::steady_timer::time_point::max());
             }
         }
-        co_return ok&& keep_alive && !watch->got_data;
     }
 
-  private:
     struct Item {
         enum Kind { kFull, kHead, kChunk, kFinish } kind = kChunk;
         Response full;
@@ -299,6 +316,56 @@ struct Server::Impl {
     std::atomic<int64_t> connections{0};
     int port = 0;
 
+    // A request that could not be read: an answer where one helps (413, 431, 400), nothing
+    // when the client went away or idled out.
+    asio::awaitable<void> refuse(beast::tcp_stream& stream, boost::system::error_code ec) {
+        if (ec == bhttp::error::body_limit) {
+            co_await write_full(
+                stream,
+                error_response(
+                    413, fmt::format("request body larger than {} bytes", opts.max_body_bytes),
+                    "invalid_request_error"),
+                false, 11);
+            co_await linger_close(stream, opts.max_body_bytes * 2 + (1u << 20));
+            co_return;
+        }
+        if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
+            co_await write_full(stream,
+                                error_response(431,
+                                               "request header fields too large (the headers "
+                                               "of a request may take at most 8 KiB)",
+                                               "invalid_request_error"),
+                                false, 11);
+            co_await linger_close(stream, 1u << 20);
+            co_return;
+        }
+        if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+            ec == asio::error::connection_reset || ec == beast::error::timeout ||
+            ec == asio::error::operation_aborted) {
+            co_return;
+        }
+        co_await write_full(
+            stream,
+            error_response(400, fmt::format("malformed HTTP request: {}", ec.message()),
+                           "invalid_request_error"),
+            false, 11);
+    }
+
+    static Request to_request(bhttp::request<bhttp::string_body>& req, const std::string& remote) {
+        Request r;
+        r.method = std::string(req.method_string());
+        r.target = std::string(req.target());
+        r.path = r.target.substr(0, r.target.find('?'));
+        r.body = std::move(req.body());
+        r.remote = remote;
+        for (const auto& f : req) {
+            std::string name(f.name_string());
+            for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+            r.headers.emplace_back(std::move(name), std::string(f.value()));
+        }
+        return r;
+    }
+
     asio::awaitable<void> session(tcp::socket sock) {
         ++connections;
         struct Count {
@@ -320,51 +387,12 @@ struct Server::Impl {
             auto [ec, n] = co_await bhttp::async_read(stream, buf, parser,
                                                       asio::as_tuple(asio::use_awaitable));
             stream.expires_never();
-            if (ec == bhttp::error::body_limit) {
-                co_await write_full(
-                    stream,
-                    error_response(
-                        413, fmt::format("request body larger than {} bytes", opts.max_body_bytes),
-                        "invalid_request_error"),
-                    false, 11);
-                co_await linger_close(stream, opts.max_body_bytes * 2 + (1u << 20));
-                break;
-            }
-            if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
-                co_await write_full(stream,
-                                    error_response(431,
-                                                   "request header fields too large (the headers "
-                                                   "of a request may take at most 8 KiB)",
-                                                   "invalid_request_error"),
-                                    false, 11);
-                co_await linger_close(stream, 1u << 20);
-                break;
-            }
-            if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
-                ec == asio::error::connection_reset || ec == beast::error::timeout ||
-                ec == asio::error::operation_aborted) {
-                break;
-            }
             if (ec) {
-                co_await write_full(
-                    stream,
-                    error_response(400, fmt::format("malformed HTTP request: {}", ec.message()),
-                                   "invalid_request_error"),
-                    false, 11);
+                co_await refuse(stream, ec);
                 break;
             }
             auto& req = parser.get();
-            Request r;
-            r.method = std::string(req.method_string());
-            r.target = std::string(req.target());
-            r.path = r.target.substr(0, r.target.find('?'));
-            r.body = std::move(req.body());
-            r.remote = remote;
-            for (const auto& f : req) {
-                std::string name(f.name_string());
-                for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
-                r.headers.emplace_back(std::move(name), std::string(f.value()));
-            }
+            Request r = to_request(req, remote);
             const bool keep_alive = req.keep_alive();
             const unsigned version = req.version();
             Reply reply;
