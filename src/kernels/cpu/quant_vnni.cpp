@@ -260,20 +260,109 @@ PAGODA_VNNI void panel_rows(const Gemm& g, int64_t panel, int i0, const uint8_t*
 //   Q4_K/Q5_K: out += dx (acc (d sc)) - (dx sum(x)) (dmin m)
 //   Q6_K:      out += dx d (acc_lo sc_lo + acc_hi sc_hi), acc_* starting at -32 sum(x)
 // over columns 0-15 and 16-31 of the block.
+#define PAGODA_VNNI_INLINE PAGODA_VNNI inline __attribute__((always_inline))
+
+// One Q6_K 32-block of a panel against N rows: the nibbles as Q4_K, plus bits 4-5 from the
+// plane (2k, 2k + 1), into acc[half][column group][row].
+template <int N>
+PAGODA_VNNI_INLINE void dot_q6_block(const uint8_t* wb, const int8_t* const (&xb)[N],
+                                     __m512i (&acc)[2][2][N]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m512i h[2][2] = {{_mm512_load_si512(wb + 512), _mm512_load_si512(wb + 576)},
+                             {_mm512_load_si512(wb + 640), _mm512_load_si512(wb + 704)}};
+    const __m512i two = _mm512_set1_epi8(0x03);
+    for (int k = 0; k < 4; ++k) {
+        __m512i v[2][2];  // [half][column group]
+        for (int hh = 0; hh < 2; ++hh) {
+            const __m512i r = _mm512_load_si512(wb + hh * 256 + k * 64);
+            const __m512i b0 = _mm512_and_si512(_mm512_srli_epi16(h[hh][0], 2 * k), two);
+            const __m512i b1 = _mm512_and_si512(_mm512_srli_epi16(h[hh][1], 2 * k), two);
+            v[hh][0] = _mm512_or_si512(_mm512_and_si512(r, low4), _mm512_slli_epi16(b0, 4));
+            v[hh][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r, 4), low4),
+                                       _mm512_slli_epi16(b1, 4));
+        }
+        for (int i = 0; i < N; ++i) {
+            const __m512i xl = bcast4(xb[i] + k * 4), xh = bcast4(xb[i] + 16 + k * 4);
+            for (int hh = 0; hh < 2; ++hh) {
+                acc[hh][0][i] = _mm512_dpbusd_epi32(acc[hh][0][i], v[hh][0], xl);
+                acc[hh][1][i] = _mm512_dpbusd_epi32(acc[hh][1][i], v[hh][1], xh);
+            }
+        }
+    }
+}
+
+// One Q4_K or Q5_K 32-block (Q5_K adds bit 4 from its plane: bits k and 4 + k).
+template <bool kQ4, int N>
+PAGODA_VNNI_INLINE void dot_q45_block(const uint8_t* wb, const int8_t* const (&xb)[N],
+                                      __m512i (&acc)[2][2][N]) {
+    constexpr size_t kHalf = 256;  // the nibble vectors of a half
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    __m512i h0 = _mm512_setzero_si512(), h1 = h0;
+    if constexpr (!kQ4) h0 = _mm512_load_si512(wb + 512), h1 = _mm512_load_si512(wb + 576);
+    const __m512i one = _mm512_set1_epi8(0x01);
+    for (int k = 0; k < 4; ++k) {
+        const __m512i r0 = _mm512_load_si512(wb + k * 64),
+                      r1 = _mm512_load_si512(wb + kHalf + k * 64);
+        __m512i lo0 = _mm512_and_si512(r0, low4), lo1 = _mm512_and_si512(r1, low4);
+        __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(r0, 4), low4);
+        __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(r1, 4), low4);
+        if constexpr (!kQ4) {
+            lo0 = _mm512_or_si512(lo0, bit4(h0, k, one));
+            lo1 = _mm512_or_si512(lo1, bit4(h1, k, one));
+            hi0 = _mm512_or_si512(hi0, bit4(h0, 4 + k, one));
+            hi1 = _mm512_or_si512(hi1, bit4(h1, 4 + k, one));
+        }
+        for (int i = 0; i < N; ++i) {
+            const __m512i xl = bcast4(xb[i] + k * 4), xh = bcast4(xb[i] + 16 + k * 4);
+            acc[0][0][i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[0][0][i], lo0, xl), hi0, xh);
+            acc[1][0][i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[1][0][i], lo1, xl), hi1, xh);
+        }
+    }
+}
+
+// A 32-block's integer sums to f32 with the block's scales (and mins), into out[half][row].
+template <bool kQ6, int N>
+PAGODA_VNNI_INLINE void scale_block(const uint8_t* sc, const __m512 (&d)[2],
+                                    const __m512 (&dmin)[2], const __m512i (&acc)[2][2][N],
+                                    const ActivationRows<N>& a, int b, __m512 (&out)[2][N]) {
+    const auto& dx = a.dx;
+    const auto& cr = a.cr;
+    for (int h = 0; h < 2; ++h) {
+        const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * h));
+        const __m128i s1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 32 + 16 * h));
+        if constexpr (kQ6) {
+            const __m512 slo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s0)), d[h]);
+            const __m512 shi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s1)), d[h]);
+            for (int i = 0; i < N; ++i) {
+                const __m512 v =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[h][0][i]), slo,
+                                    _mm512_mul_ps(_mm512_cvtepi32_ps(acc[h][1][i]), shi));
+                out[h][i] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx[i][b]), out[h][i]);
+            }
+        } else {
+            const __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s0)), d[h]);
+            const __m512 wm = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s1)), dmin[h]);
+            for (int i = 0; i < N; ++i) {
+                const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[h][0][i]), ws);
+                out[h][i] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx[i][b]), out[h][i]);
+                out[h][i] =
+                    _mm512_fnmadd_ps(wm, _mm512_set1_ps(dx[i][b] * float(cr[i][b])), out[h][i]);
+            }
+        }
+    }
+}
+
 template <VnniWeights T, int N>
 PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
     constexpr bool kQ4 = T == VnniWeights::kQ4_K, kQ6 = T == VnniWeights::kQ6_K;
     constexpr size_t kHeader = kQ6 ? 128 : 256;
-    constexpr size_t kHalf = 256;                            // the nibble vectors of a half
     constexpr size_t kScales = kQ6 ? 768 : kQ4 ? 512 : 640;  // after the bit planes
     constexpr size_t kBlockBytes = kScales + 64;
     constexpr int kCorr = kQ6 ? 2 : 1;
     const uint8_t* wp = g.packed + size_t(panel) * g.panel_bytes;
     const ActivationRows<N> a(g, i0, kCorr);
     const auto& x = a.x;
-    const auto& dx = a.dx;
     const auto& cr = a.cr;
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
     __m512 out[2][N];
     for (int i = 0; i < N; ++i) out[0][i] = out[1][i] = _mm512_setzero_ps();
     for (int s = 0; s < g.nb / 8; ++s) {
@@ -300,86 +389,12 @@ PAGODA_VNNI void panel_rows_k(const Gemm& g, int64_t panel, int i0) {
             }
             const int8_t* xb[N];
             for (int i = 0; i < N; ++i) xb[i] = x[i] + b * 32;
-            if constexpr (kQ6) {  // nibbles as Q4_K, plus bits 4-5 from the plane (2k, 2k + 1)
-                const __m512i h[2][2] = {
-                    {_mm512_load_si512(wb + 512), _mm512_load_si512(wb + 576)},
-                    {_mm512_load_si512(wb + 640), _mm512_load_si512(wb + 704)}};
-                const __m512i two = _mm512_set1_epi8(0x03);
-                for (int k = 0; k < 4; ++k) {
-                    __m512i v[2][2];  // [half][column group]
-                    for (int hh = 0; hh < 2; ++hh) {
-                        const __m512i r = _mm512_load_si512(wb + hh * 256 + k * 64);
-                        const __m512i b0 =
-                            _mm512_and_si512(_mm512_srli_epi16(h[hh][0], 2 * k), two);
-                        const __m512i b1 =
-                            _mm512_and_si512(_mm512_srli_epi16(h[hh][1], 2 * k), two);
-                        v[hh][0] =
-                            _mm512_or_si512(_mm512_and_si512(r, low4), _mm512_slli_epi16(b0, 4));
-                        v[hh][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r, 4), low4),
-                                                   _mm512_slli_epi16(b1, 4));
-                    }
-                    for (int i = 0; i < N; ++i) {
-                        const __m512i xl = bcast4(xb[i] + k * 4), xh = bcast4(xb[i] + 16 + k * 4);
-                        for (int hh = 0; hh < 2; ++hh) {
-                            acc[hh][0][i] = _mm512_dpbusd_epi32(acc[hh][0][i], v[hh][0], xl);
-                            acc[hh][1][i] = _mm512_dpbusd_epi32(acc[hh][1][i], v[hh][1], xh);
-                        }
-                    }
-                }
-            } else {  // Q4_K; Q5_K adds bit 4 from its plane (bits k and 4 + k)
-                __m512i h0 = _mm512_setzero_si512(), h1 = h0;
-                if constexpr (!kQ4)
-                    h0 = _mm512_load_si512(wb + 512), h1 = _mm512_load_si512(wb + 576);
-                const __m512i one = _mm512_set1_epi8(0x01);
-                for (int k = 0; k < 4; ++k) {
-                    const __m512i r0 = _mm512_load_si512(wb + k * 64),
-                                  r1 = _mm512_load_si512(wb + kHalf + k * 64);
-                    __m512i lo0 = _mm512_and_si512(r0, low4), lo1 = _mm512_and_si512(r1, low4);
-                    __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(r0, 4), low4);
-                    __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(r1, 4), low4);
-                    if constexpr (!kQ4) {
-                        lo0 = _mm512_or_si512(lo0, bit4(h0, k, one));
-                        lo1 = _mm512_or_si512(lo1, bit4(h1, k, one));
-                        hi0 = _mm512_or_si512(hi0, bit4(h0, 4 + k, one));
-                        hi1 = _mm512_or_si512(hi1, bit4(h1, 4 + k, one));
-                    }
-                    for (int i = 0; i < N; ++i) {
-                        const __m512i xl = bcast4(xb[i] + k * 4), xh = bcast4(xb[i] + 16 + k * 4);
-                        acc[0][0][i] = _mm512_dpbusd_epi32(
-                            _mm512_dpbusd_epi32(acc[0][0][i], lo0, xl), hi0, xh);
-                        acc[1][0][i] = _mm512_dpbusd_epi32(
-                            _mm512_dpbusd_epi32(acc[1][0][i], lo1, xl), hi1, xh);
-                    }
-                }
+            if constexpr (kQ6) {
+                dot_q6_block<N>(wb, xb, acc);
+            } else {
+                dot_q45_block<kQ4, N>(wb, xb, acc);
             }
-            for (int h = 0; h < 2; ++h) {
-                const __m128i s0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * h));
-                const __m128i s1 =
-                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 32 + 16 * h));
-                if constexpr (kQ6) {
-                    const __m512 slo =
-                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s0)), d[h]);
-                    const __m512 shi =
-                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s1)), d[h]);
-                    for (int i = 0; i < N; ++i) {
-                        const __m512 v =
-                            _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[h][0][i]), slo,
-                                            _mm512_mul_ps(_mm512_cvtepi32_ps(acc[h][1][i]), shi));
-                        out[h][i] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx[i][b]), out[h][i]);
-                    }
-                } else {
-                    const __m512 ws =
-                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s0)), d[h]);
-                    const __m512 wm =
-                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s1)), dmin[h]);
-                    for (int i = 0; i < N; ++i) {
-                        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[h][0][i]), ws);
-                        out[h][i] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx[i][b]), out[h][i]);
-                        out[h][i] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(dx[i][b] * float(cr[i][b])),
-                                                     out[h][i]);
-                    }
-                }
-            }
+            scale_block<kQ6, N>(sc, d, dmin, acc, a, b, out);
         }
     }
     store_panel<N>(g, panel, i0, out);
