@@ -4,7 +4,8 @@
 // once, the request is written on the I/O thread, and the response body is handed over as
 // it arrives (for SSE streams) so every chunk can be timestamped.
 //
-// This header does not include Beast; only client.cpp does (docs/architecture.md, "Folders and levels").
+// This header does not include Beast; only client.cpp does (docs/architecture.md, "Folders and
+// levels").
 
 #include <cstdint>
 #include <functional>

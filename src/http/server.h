@@ -6,7 +6,8 @@
 // deferred answer is pending is noticed at once (a read races the answer) and reported
 // through Responder::on_disconnect.
 //
-// This header does not include Beast; only server.cpp does (docs/architecture.md, "Folders and levels").
+// This header does not include Beast; only server.cpp does (docs/architecture.md, "Folders and
+// levels").
 
 #include <atomic>
 #include <cstdint>
