@@ -85,6 +85,25 @@ class TomlReader {
         fail(n, key(prefix, k), "expected a string");
         return std::nullopt;
     }
+    // An array of tables ([[key]]): f(index, count, element, element's key) for each, in
+    // order, until an error. Not an array, empty, or an element that is not a table: an error.
+    template <typename F>
+    void each_table(const toml::node* n, const std::string& key, F&& f) {
+        const toml::array* arr = n->as_array();
+        if (!arr || arr->empty()) {
+            fail(n, key, fmt::format("expected one or more [[{}]] tables", key));
+            return;
+        }
+        for (size_t i = 0; i < arr->size() && !failed(); ++i) {
+            const toml::node& e = *arr->get(i);
+            const std::string k = fmt::format("{}[{}]", key, i);
+            if (!e.is_table()) {
+                fail(&e, k, "expected a table");
+                return;
+            }
+            f(i, arr->size(), e, k);
+        }
+    }
     // A duration string ("30s", "5m") in milliseconds.
     std::optional<int64_t> duration(const toml::table& t, std::string_view prefix,
                                     std::string_view k) {

@@ -138,25 +138,15 @@ void read_open_arrival(const toml::table& a, Reader& ar, const std::string& proc
     double burstiness = 1;
     if (a.contains("phases")) ar.number("burstiness", burstiness, 0, 1e3, true);
     if (const toml::node* ph = ar.get("phases")) {
-        const toml::array* arr = ph->as_array();
-        if (!arr || arr->empty()) {
-            ctx.fail(ph, "arrival.phases", "expected one or more [[arrival.phases]] tables");
-        } else {
-            for (size_t i = 0; i < arr->size() && !ctx.failed(); ++i) {
-                const toml::node& e = *arr->get(i);
-                std::string key = fmt::format("arrival.phases[{}]", i);
-                if (!e.is_table()) {
-                    ctx.fail(&e, key, "expected a table");
-                    break;
-                }
-                Phase p;
-                read_phase(*e.as_table(), key, p, process, ctx, burstiness);
-                if (!ctx.failed() && p.duration_s <= 0 && i + 1 < arr->size()) {
-                    ctx.fail(&e, key, "every phase but the last needs duration > 0");
-                }
-                s.arrival.phases.push_back(p);
-            }
-        }
+        ctx.each_table(ph, "arrival.phases",
+                       [&](size_t i, size_t n, const toml::node& e, const std::string& key) {
+                           Phase p;
+                           read_phase(*e.as_table(), key, p, process, ctx, burstiness);
+                           if (!ctx.failed() && p.duration_s <= 0 && i + 1 < n) {
+                               ctx.fail(&e, key, "every phase but the last needs duration > 0");
+                           }
+                           s.arrival.phases.push_back(p);
+                       });
         ar.finish({"process", "burstiness", "phases"});
     } else {
         Phase p;
@@ -232,26 +222,16 @@ RequestClass read_class(const toml::node& e, const std::string& key, size_t i, C
 // [[class]]: the request classes, names unique.
 void read_classes(const toml::table& root, Reader& r, Scenario& s, Ctx& ctx) {
     if (const toml::node* cl = r.get("class")) {
-        const toml::array* arr = cl->as_array();
-        if (!arr || arr->empty()) {
-            ctx.fail(cl, "class", "expected one or more [[class]] tables");
-        } else {
-            for (size_t i = 0; i < arr->size() && !ctx.failed(); ++i) {
-                const toml::node& e = *arr->get(i);
-                std::string key = fmt::format("class[{}]", i);
-                if (!e.is_table()) {
-                    ctx.fail(&e, key, "expected a table");
-                    break;
-                }
-                RequestClass c = read_class(e, key, i, ctx);
-                for (const auto& other : s.classes) {
-                    if (other.name == c.name)
-                        ctx.fail(&e, key + ".name",
-                                 fmt::format("duplicate class name '{}'", c.name));
-                }
-                s.classes.push_back(std::move(c));
-            }
-        }
+        ctx.each_table(cl, "class",
+                       [&](size_t i, size_t, const toml::node& e, const std::string& key) {
+                           RequestClass c = read_class(e, key, i, ctx);
+                           for (const auto& other : s.classes) {
+                               if (other.name == c.name)
+                                   ctx.fail(&e, key + ".name",
+                                            fmt::format("duplicate class name '{}'", c.name));
+                           }
+                           s.classes.push_back(std::move(c));
+                       });
     } else if (s.arrival.kind != Arrival::Kind::kTrace && !ctx.failed()) {
         ctx.fail(&root, "class",
                  "missing: add at least one [[class]] with input and output lengths");
