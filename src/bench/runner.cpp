@@ -219,7 +219,9 @@ class PlanRun {
     void send(size_t i, bool counted) {
         const PlannedRequest& p = plan_[i % plan_.size()];
         Target* tg = targets_[i % targets_.size()];
-        auto [rec, sp] = new_record(counted);
+        const std::pair<RequestRecord*, StreamParser*> made = new_record(counted);
+        RequestRecord* rec = made.first;  // named, not bound: lambdas capture them (clang 14)
+        StreamParser* sp = made.second;
         if (rec == nullptr) return;
         rec->klass = p.klass;
         rec->target = int(i % targets_.size());
