@@ -1,0 +1,129 @@
+// `pagoda rehearse`: replays a compressed production day (built in, or a trace) on the
+// virtual-clock fleet in three arms (defaults, best_static, control) and prints, writes as
+// JSON and as an HTML report what each gave (src/rehearse/rehearse.h).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "apps/cli_common.h"
+#include "apps/commands.h"
+#include "rehearse/rehearse.h"
+
+namespace pagoda::app {
+
+namespace {
+
+struct RehearseFlags {
+    std::string trace, day = "builtin", slo = "p99_ttft_ms<800,p99_tpot_ms<100";
+    std::string faults, json_out, html_out;
+    double compress = 96, hours = 0, peak_rps = 20;
+    uint64_t seed = 1;
+    rehearse::RehearseOptions o;
+    bool quiet = false;
+};
+
+Status write_file(const std::string& path, const std::string& text) {
+    std::ofstream out(path);
+    out << text;
+    if (!out) return make_error(ErrorCode::kIo, "cannot write {}", path);
+    return ok_status();
+}
+
+int run_rehearse(RehearseFlags& f) {
+    auto slo = rehearse::parse_slo(f.slo);
+    if (!slo) return fail(slo.error());
+    f.o.slo = *slo;
+    if (!f.faults.empty()) {
+        auto faults = rehearse::load_faults(f.faults);
+        if (!faults) return fail(faults.error());
+        f.o.faults = *faults;
+    }
+    rehearse::Day day;
+    std::vector<double> forecast;
+    if (!f.trace.empty()) {
+        auto d = rehearse::trace_day(f.trace, f.compress, f.hours, f.o.max_model_len);
+        if (!d) return fail(d.error());
+        day = std::move(*d);
+        forecast = rehearse::smooth(day.rate_per_min, 15);  // no yesterday: the day itself
+    } else {
+        if (f.day != "builtin") {
+            return fail(Error{ErrorCode::kInvalidArgument,
+                              "--day: only 'builtin' is built in; give a trace with --trace"});
+        }
+        rehearse::BuiltinDayOptions b{f.peak_rps, f.compress, f.seed, 3, f.o.max_model_len};
+        day = rehearse::builtin_day(b);
+        b.seed = f.seed + 1000;  // yesterday: same shape, other draws and bursts
+        forecast = rehearse::smooth(rehearse::builtin_day(b).rate_per_min, 15);
+    }
+    if (!f.quiet) {
+        f.o.progress = [](const std::string& line) {
+            std::fprintf(stderr, "  %s\n", line.c_str());
+        };
+    }
+    auto r = rehearse::rehearse(day, forecast, f.o);
+    if (!r) return fail(r.error());
+    std::fputs(rehearse::text_report(*r, f.o).c_str(), stdout);
+    if (!f.json_out.empty()) {
+        if (Status st = write_file(f.json_out, r->to_json(f.o).dump(2) + "\n"); !st.ok()) {
+            return fail(st.error());
+        }
+    }
+    if (!f.html_out.empty()) {
+        if (Status st = write_file(f.html_out, rehearse::html_report(*r, f.o)); !st.ok()) {
+            return fail(st.error());
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+void add_rehearse(CLI::App& app, std::function<int()>& action) {
+    auto f = std::make_shared<RehearseFlags>();
+    CLI::App* c = app.add_subcommand(
+        "rehearse",
+        "Replay a compressed production day on a simulated fleet (virtual clock) and compare "
+        "three arms on the same arrivals: vLLM's defaults, the best static configuration and "
+        "replica count for the day, and Pagoda's control loop (pool sizing from the forecast "
+        "and live signals, drain-safe scale-down)");
+    c->add_option("--trace", f->trace,
+                  "A trace in any format `pagoda bench --trace` reads (instead of the built-in "
+                  "day)")
+        ->check(CLI::ExistingFile);
+    c->add_option("--day", f->day, "The built-in day")->capture_default_str();
+    c->add_option("--hours", f->hours, "With --trace: replay only this many hours from its start");
+    c->add_option("--peak-rps", f->peak_rps, "The built-in day's plateau rate (requests/s)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.01, 1e5));
+    c->add_option("--compress", f->compress,
+                  "Play each stretch of the day at its own rate for 1/N of its length (a trace "
+                  "keeps every N-th request); the control plane's time constants shrink with it")
+        ->capture_default_str()
+        ->check(CLI::Range(1.0, 3600.0));
+    c->add_option("--slo", f->slo,
+                  "The SLO: p99_ttft_ms<MS,p99_tpot_ms<MS[,attainment=0.99] (a request meets "
+                  "it when both hold; p99 means 99% of requests must)")
+        ->capture_default_str();
+    c->add_option("--faults", f->faults,
+                  "Fault schedule (TOML: [[fault]] kind = \"kill\" | \"slow\", at = \"HH:MM\", "
+                  "duration = \"10m\", factor = 3)")
+        ->check(CLI::ExistingFile);
+    c->add_option("--sim-gpu", f->o.gpu, "The simulated card (pagoda sim calibrate lists them)")
+        ->capture_default_str();
+    c->add_option("--sim-model", f->o.model, "The modelled shape (llama-3-8b, llama-3-70b, ...)")
+        ->capture_default_str();
+    c->add_option("--cold-start", f->o.cold_start_s,
+                  "Seconds from a replica's start to ready (weights, full warmup)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 3600.0));
+    c->add_option("--max-replicas", f->o.max_replicas, "Most replicas any arm may run")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    c->add_option("--seed", f->seed, "The built-in day's draws")->capture_default_str();
+    c->add_option("--json", f->json_out, "Write the result as JSON");
+    c->add_option("--html", f->html_out, "Write the HTML report with the day's curves");
+    c->add_flag("-q,--quiet", f->quiet, "No progress lines");
+    c->callback([f, &action] { action = [f] { return run_rehearse(*f); }; });
+}
+
+}  // namespace pagoda::app
