@@ -19,6 +19,7 @@
 #include "apps/cli_common.h"
 #include "apps/commands.h"
 #include "apps/fleet_file.h"
+#include "apps/fleet_scaler.h"
 #include "apps/fleet_supervisor.h"
 #include "apps/router_setup.h"
 #include "base/log.h"
@@ -38,6 +39,8 @@ struct FleetFlags {
     double percent = 100;
     std::string target = "kubernetes", ns = "default", output;
     std::string admin_key;
+    int replicas = -1;
+    bool automatic = false;
 };
 
 std::string state_dir_of(const FleetFile& f) {
@@ -150,8 +153,9 @@ class Prewarms {
 };
 
 // Supervises until SIGTERM or SIGINT.
-void supervise(const sigset_t& sigs, Supervisor& sup, Prewarms& warms) {
+void supervise(const sigset_t& sigs, Supervisor& sup, Prewarms& warms, FleetScaler& scaler) {
     const timespec tick{0, 200'000'000};
+    int n = 0;
     for (;;) {
         siginfo_t info{};
         const int sig = sigtimedwait(&sigs, &info, &tick);
@@ -161,6 +165,7 @@ void supervise(const sigset_t& sigs, Supervisor& sup, Prewarms& warms) {
         }
         sup.step();
         warms.step();
+        if (++n % 5 == 0) scaler.tick();
     }
 }
 
@@ -192,14 +197,21 @@ int run_up(const FleetFlags& fl) {
     extra.on_verdict = [url](const json& v) { store_verdict(v, url); };
     auto ctl = traffic_controller(fl.clock, f->router, **r, std::move(extra));
     if (!ctl) return fail(ctl.error());
-    (*r)->add_admin_route("/admin/fleet", [&sup, &warms](const std::string&, const json&) {
+    FleetScaler scaler(*f, sup, **r, fl.clock.dry_run);
+    scaler.start();
+    (*r)->add_admin_route("/admin/fleet", [&sup, &warms, &scaler](const std::string&, const json&) {
         return std::pair<int, json>{200,
-                                    {{"replicas", sup.status()}, {"prewarms", warms.status()}}};
+                                    {{"replicas", sup.status()},
+                                     {"prewarms", warms.status()},
+                                     {"sizing", scaler.status()}}};
+    });
+    (*r)->add_admin_route("/admin/fleet/scale", [&scaler](const std::string& m, const json& b) {
+        return scaler.admin(m, b);
     });
     (*ctl)->start();
     log_info("fleet_up name={} router={} replicas={} state={}", f->name, url, sup.status().size(),
              dir);
-    supervise(sigs, sup, warms);
+    supervise(sigs, sup, warms, scaler);
     (*ctl)->stop();
     sup.stop();
     (*r)->stop();
@@ -315,7 +327,8 @@ void add_fleet(CLI::App& app, std::function<int()>& action) {
         ->check(CLI::Range(0.001, 1e6));
     up->add_option("--schedule-clock-start", f->clock.clock_start,
                    "Start the schedule's clock at this local time today (HH:MM)");
-    up->add_flag("--dry-run", f->clock.dry_run, "Record rollout decisions without moving traffic");
+    up->add_flag("--dry-run", f->clock.dry_run,
+                 "Record rollout and pool-sizing decisions without moving traffic or replicas");
     up->callback([f, &action] { action = [f] { return run_up(*f); }; });
     sub(fleet, f, "down", "Stop a fleet started with `fleet up` (replicas drain first)")
         ->callback([f, &action] { action = [f] { return run_down(*f); }; });
@@ -351,6 +364,28 @@ void add_fleet(CLI::App& app, std::function<int()>& action) {
             action = [f, act] { return post_rollout(*f, {{"action", act}}); };
         });
     }
+    CLI::App* sc = sub(fleet, f, "scale",
+                       "Set a sized pool's replica count by hand (pauses its automatic sizing; "
+                       "a replica that leaves is taken out of routing, then drains), or --auto");
+    sc->add_option("--pool", f->pool, "The pool (one with max_replicas)")->required();
+    sc->add_option("--replicas", f->replicas, "Replicas to run (0 to max_replicas)");
+    sc->add_flag("--auto", f->automatic, "Hand the pool back to automatic sizing");
+    sc->callback([f, &action] {
+        action = [f] {
+            if ((f->replicas < 0) == !f->automatic) {
+                return fail(Error{ErrorCode::kInvalidArgument, "give --replicas N or --auto"});
+            }
+            auto ff = load_fleet_file(f->file);
+            if (!ff) return fail(ff.error());
+            json b = {{"pool", f->pool}};
+            if (f->automatic) {
+                b["auto"] = true;
+            } else {
+                b["replicas"] = f->replicas;
+            }
+            return admin_request(router_target(*ff, *f), "POST", "/admin/fleet/scale", b.dump());
+        };
+    });
     CLI::App* re = sub(fleet, f, "render", "Write the fleet as Kubernetes manifests (YAML)");
     re->add_option("--target", f->target, "kubernetes")->capture_default_str();
     re->add_option("--namespace", f->ns, "Namespace of the objects")->capture_default_str();

@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include "apps/commands.h"
 #include "base/toml_reader.h"
@@ -86,16 +87,25 @@ Status fill_pools(FleetFile& f) {
                               "profiles are: {}",
                               f.path, p.name, p.profile, names);
         }
-        if (p.replicas < 1) {
-            return make_error(ErrorCode::kInvalidFile, "{}: pool '{}' needs replicas >= 1", f.path,
-                              p.name);
+        if (p.sized()) {  // replicas: the start count, within the bounds
+            if (p.replicas == 0) p.replicas = p.sizing.min_replicas;
+            p.replicas = std::clamp(p.replicas, p.sizing.min_replicas, p.sizing.max_replicas);
+            if (p.sizing.min_replicas == 0 && f.router.hold_timeout_s == 0) {
+                f.router.hold_timeout_s = 60;  // a pool at zero: hold its requests while it wakes
+            }
+        } else if (p.replicas < 1) {
+            return make_error(ErrorCode::kInvalidFile,
+                              "{}: pool '{}' needs replicas >= 1 (or max_replicas, to size it)",
+                              f.path, p.name);
         }
         if (!p.backends.empty() || !p.dns.empty() || !p.backends_file.empty()) {
             return make_error(ErrorCode::kInvalidFile,
                               "{}: pool '{}' has a profile and backends: give one or the other",
                               f.path, p.name);
         }
-        for (int i = 0; i < p.replicas; ++i) {
+        // A sized pool gets a port for each replica it may run.
+        const int slots = p.sized() ? p.sizing.max_replicas : p.replicas;
+        for (int i = 0; i < slots; ++i) {
             p.backends.push_back(fmt::format("http://127.0.0.1:{}", port++));
         }
     }

@@ -22,13 +22,15 @@ Supervisor::Supervisor(const FleetFile& f, std::string log_dir, std::string stat
       audit_(std::move(audit)) {
     for (const auto& p : f.router.pools) {
         if (p.profile.empty()) continue;
+        int slot = 0;
         for (const auto& url : p.backends) {
             Replica r;
             r.pool = p.name;
             r.profile = p.profile;
             r.url = url;
             r.port = std::stoi(url.substr(url.rfind(':') + 1));
-            r.wanted = p.start == "up";
+            r.wanted = p.start == "up" && (!p.sized() || slot < p.replicas);
+            ++slot;
             replicas_.push_back(r);
         }
     }
@@ -96,6 +98,19 @@ void Supervisor::start() {
 void Supervisor::reaped(Replica& r, int status) {
     const double ran = now_s() - r.started_s;
     r.pid = 0;
+    if (r.leaving) {  // a scale-down finished: drained and gone, not restarted
+        r.leaving = false;
+        const double sent = r.term_sent_s;
+        r.term_sent_s = -1;
+        const nlohmann::json d = {{"pool", r.pool},
+                                  {"port", r.port},
+                                  {"drain_s", now_s() - sent},
+                                  {"exit", WIFEXITED(status) ? "exit" : "signal"}};
+        log_info("fleet_replica_drained pool={} port={} drain_s={:.1f}", r.pool, r.port,
+                 now_s() - sent);
+        if (audit_) audit_("fleet_replica_drained", d);
+        return;
+    }
     r.last_exit = WIFEXITED(status)     ? fmt::format("exit {}", WEXITSTATUS(status))
                   : WIFSIGNALED(status) ? fmt::format("signal {}", WTERMSIG(status))
                                         : "gone";
@@ -137,6 +152,54 @@ void Supervisor::step() {
     const double now = now_s();
     for (auto& r : replicas_) {
         if (r.wanted && r.pid == 0 && now >= r.next_start_s) spawn(r);
+        if (r.leaving && r.pid > 0 && r.term_sent_s >= 0 &&
+            now - r.term_sent_s > f_.drain_timeout_s) {
+            log_warn("fleet_replica_drain_timeout pool={} port={}: SIGKILL after {} s", r.pool,
+                     r.port, f_.drain_timeout_s);
+            kill(r.pid, SIGKILL);
+        }
+    }
+}
+
+void Supervisor::set_pool_size(const std::string& pool, int n) {
+    std::lock_guard lock(mu_);
+    int kept = 0;
+    for (auto& r : replicas_) {
+        if (r.pool != pool) continue;
+        if (kept < n && !r.leaving) {
+            r.wanted = true;
+            ++kept;
+        } else if (r.wanted) {
+            r.wanted = false;
+            r.leaving = r.pid > 0;
+        }
+    }
+}
+
+int Supervisor::pool_size(const std::string& pool) const {
+    std::lock_guard lock(mu_);
+    int n = 0;
+    for (const auto& r : replicas_) n += r.pool == pool && r.wanted;
+    return n;
+}
+
+std::vector<std::string> Supervisor::wanted_urls(const std::string& pool) const {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& r : replicas_) {
+        if (r.pool == pool && r.wanted) out.push_back(r.url);
+    }
+    return out;
+}
+
+void Supervisor::retire() {
+    std::lock_guard lock(mu_);
+    for (auto& r : replicas_) {
+        if (r.leaving && r.pid > 0 && r.term_sent_s < 0) {
+            r.term_sent_s = now_s();
+            kill(r.pid, SIGTERM);
+            log_info("fleet_replica_retire pool={} port={} pid={}", r.pool, r.port, r.pid);
+        }
     }
 }
 
@@ -185,6 +248,7 @@ nlohmann::json Supervisor::status() const {
                        {"url", r.url},
                        {"pid", r.pid},
                        {"wanted", r.wanted},
+                       {"leaving", r.leaving},
                        {"restarts", r.restarts},
                        {"last_exit", r.last_exit}});
     }

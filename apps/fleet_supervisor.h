@@ -29,6 +29,14 @@ class Supervisor {
     void step();
     // Marks a pool's replicas wanted (started on the next step). Any thread.
     void want_pool(const std::string& pool);
+    // A sized pool runs `n` replicas: the first n free slots are wanted (started on the next
+    // step); a running replica beyond them is marked leaving. The caller takes the leaving
+    // ones out of routing (wanted_urls), then retire() sends them SIGTERM: each drains its
+    // streams and exits; SIGKILL after the drain timeout (the router resumes what was cut).
+    void set_pool_size(const std::string& pool, int n);
+    int pool_size(const std::string& pool) const;  // wanted replicas
+    std::vector<std::string> wanted_urls(const std::string& pool) const;
+    void retire();
     // SIGTERM to every replica, then SIGKILL after the drain timeout; waits for all.
     void stop();
     nlohmann::json status() const;
@@ -38,6 +46,8 @@ class Supervisor {
         std::string pool, profile, url;
         int port = 0;
         bool wanted = false;
+        bool leaving = false;     // out of routing, draining; not restarted
+        double term_sent_s = -1;  // when retire() sent SIGTERM
         pid_t pid = 0;
         int restarts = 0, quick_failures = 0;
         double backoff_s = 1, next_start_s = 0, started_s = 0;

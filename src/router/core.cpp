@@ -77,6 +77,53 @@ Core::Picked Core::pick(const RouteKey& key, const std::vector<const Backend*>& 
     return out;
 }
 
+bool Core::hold(std::function<void(bool expired)> retry, double deadline_s) {
+    std::lock_guard lock(held_mu_);
+    if (int64_t(held_.size()) >= cfg.hold_max_requests) return false;
+    held_.emplace_back(deadline_s, std::move(retry));
+    return true;
+}
+
+void Core::drop_retired() {
+    std::vector<std::shared_ptr<Backend>> drop;
+    {
+        std::lock_guard lock(mu_);
+        for (auto it = retired_.begin(); it != retired_.end();) {
+            if (it->use_count() == 1) {
+                drop.push_back(std::move(*it));
+                it = retired_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+}  // `drop` goes here, on the calling (health) thread
+
+int64_t Core::held() const {
+    std::lock_guard lock(held_mu_);
+    return int64_t(held_.size());
+}
+
+void Core::release_held() {
+    std::deque<std::pair<double, std::function<void(bool)>>> due;
+    {
+        std::lock_guard lock(held_mu_);
+        if (held_.empty()) return;
+        const bool ready = any_ready();
+        const double now = now_s();
+        for (auto it = held_.begin(); it != held_.end();) {
+            if (ready || now >= it->first || stopping.load()) {
+                due.push_back(std::move(*it));
+                it = held_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    const double now = now_s();
+    for (auto& [deadline, retry] : due) retry(now >= deadline || stopping.load());
+}
+
 bool Core::any_ready() const {
     std::lock_guard lock(mu_);
     const double now = now_s();
@@ -124,14 +171,18 @@ void Core::set_members(const std::string& pool, const std::vector<std::string>& 
     std::lock_guard lock(mu_);
     for (auto& p : pools_) {
         if (p.cfg.name != pool) continue;
-        std::set<std::string> want(p.cfg.backends.begin(), p.cfg.backends.end());
-        want.insert(urls.begin(), urls.end());
+        // A sized pool's members are what the fleet says; other pools keep their static
+        // backends and add the discovered ones.
+        std::set<std::string> want(urls.begin(), urls.end());
+        if (!p.cfg.sized()) want.insert(p.cfg.backends.begin(), p.cfg.backends.end());
         std::vector<std::shared_ptr<Backend>> next;
         std::set<std::string> have;
         for (auto& b : p.backends) {
             if (want.count(b->url()) != 0) {
                 next.push_back(b);
                 have.insert(b->url());
+            } else {
+                retired_.push_back(b);
             }
         }
         for (const auto& u : want) {
@@ -254,6 +305,9 @@ std::string Core::metrics_text() const {
     std::vector<std::string> names;
     for (const auto& p : pj["pools"]) names.push_back(p["name"].get<std::string>());
     metrics.write(w, names);
+    w.family("pagoda_router_held_requests", "gauge",
+             "Requests waiting in the hold queue for a backend (a pool waking from zero)");
+    w.sample("pagoda_router_held_requests", {}, double(held()));
     w.family("pagoda_router_traffic_weight", "gauge",
              "Share of traffic (percent) a primary pool takes; rollouts and canaries move it");
     for (const auto& p : pj["pools"]) {

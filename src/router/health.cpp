@@ -182,9 +182,12 @@ void health_loop(const std::shared_ptr<Core>& core) {
                           std::chrono::milliseconds(int64_t(core->cfg.health_interval_s * 1000));
         check_all(*core);
         while (!core->stopping.load() && std::chrono::steady_clock::now() < next) {
+            core->release_held();
+            core->drop_retired();
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
     }
+    core->release_held();  // stopping: every held request gets its 503
 }
 
 }  // namespace pagoda::router

@@ -57,6 +57,9 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
     void done(int code);                                                    // mu_ held
     bool resumable() const;
     int64_t generated() const;
+    bool hold();  // mu_ held: waits in the core's hold queue; false when it cannot
+    double held_since_ = -1;
+    bool hold_expired_ = false;
 
     const std::shared_ptr<Core> core_;
     const CallInput in_;
@@ -177,7 +180,23 @@ void ProxyCall::attempt() {
             resp_->send(std::move(r));
             return;
         }
+        if (tried_.empty()) core_->last_unserved_s = core_->now_s();
+        if (tried_.empty() && core_->cfg.hold_timeout_s > 0 && hold()) return;
         core_->metrics.failed("no_backend");
+        if (held_since_ >= 0) {  // held to the deadline: a pool did not wake in time
+            http::Response r;
+            r.status = 503;
+            r.body = error_body(503,
+                                fmt::format("no backend became ready within the hold time ({} s); "
+                                            "retry later",
+                                            core_->cfg.hold_timeout_s),
+                                "server_error")
+                         .dump();
+            r.headers.emplace_back("Retry-After", std::to_string(core_->cfg.retry_after_s));
+            closed_ = true;
+            resp_->send(std::move(r));
+            return;
+        }
         return reply_now(503, error_body(503,
                                          tried_.empty() ? "no healthy backend in any pool"
                                                         : "every backend tried failed",
@@ -439,6 +458,25 @@ void ProxyCall::fail_stream(const std::string& msg) {
     resp_->write("data: [DONE]\n\n");
     resp_->finish();
     done(502);
+}
+
+// No backend is ready anywhere: wait for one (a pool waking from zero) until the hold
+// deadline. The retry runs on the router's health thread.
+bool ProxyCall::hold() {
+    if (hold_expired_ || closed_) return false;
+    const double now = core_->now_s();
+    if (held_since_ < 0) held_since_ = now;
+    const double deadline = held_since_ + core_->cfg.hold_timeout_s;
+    if (now >= deadline) return false;
+    auto self = shared_from_this();
+    return core_->hold(
+        [self](bool expired) {
+            std::lock_guard lock(self->mu_);
+            if (self->closed_) return;
+            self->hold_expired_ = expired;
+            self->attempt();
+        },
+        deadline);
 }
 
 void ProxyCall::reply_now(int status, const json& body) {

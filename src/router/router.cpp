@@ -293,10 +293,10 @@ http::Reply admin(const std::shared_ptr<Core>& core, const http::Request& req) {
 http::Reply handle(const std::shared_ptr<Core>& core, const http::Request& req) {
     const std::string& p = req.path;
     if (p == "/health") return {json_reply(200, json::object()), {}};
-    if (p == "/ready") {
-        return {core->any_ready() ? json_reply(200, {{"status", "ready"}})
-                                  : api_error(503, "no backend is ready", "server_error"),
-                {}};
+    if (p == "/ready") {  // with a hold queue, requests wait for a pool that wakes from zero
+        if (core->any_ready()) return {json_reply(200, {{"status", "ready"}}), {}};
+        if (core->cfg.hold_timeout_s > 0) return {json_reply(200, {{"status", "holding"}}), {}};
+        return {api_error(503, "no backend is ready", "server_error"), {}};
     }
     if (p == "/metrics") {
         http::Response m;
@@ -391,6 +391,14 @@ Status Router::set_weights(const std::map<std::string, double>& w, const std::st
 std::map<std::string, double> Router::weights() const { return core_->weights(); }
 void Router::set_dr(bool forced, const std::string& reason) { core_->set_dr(forced, reason); }
 json Router::pools_json() const { return core_->pools_json(); }
+
+void Router::set_pool_members(const std::string& pool, const std::vector<std::string>& urls) {
+    core_->set_members(pool, urls, "fleet");
+}
+
+int64_t Router::held() const { return core_->held(); }
+
+double Router::last_unserved_s() const { return core_->last_unserved_s.load(); }
 std::vector<ArmSample> Router::arm_samples(const std::string& pool, double since_s) const {
     return core_->arm_samples(pool, since_s);
 }

@@ -51,6 +51,13 @@ class Router {
     // The severe hook: every request to the DR pools while on.
     void set_dr(bool forced, const std::string& reason);
     nlohmann::json pools_json() const;
+    // A sized pool's backends, as the fleet runs them: a backend left out takes no new
+    // request (its streams in flight finish). Audited when it changes.
+    void set_pool_members(const std::string& pool, const std::vector<std::string>& urls);
+    // Requests in the hold queue (RouterConfig::hold_timeout_s).
+    int64_t held() const;
+    // now_s() of the last request that found no healthy backend (held or refused); -1: none.
+    double last_unserved_s() const;
     std::vector<ArmSample> arm_samples(const std::string& pool, double since_s) const;
     double now_s() const;  // seconds since start (the clock of ArmSample)
     // Extra admin routes (rollouts, schedules): path -> handler(method, body) -> (status, json).

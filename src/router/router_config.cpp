@@ -34,7 +34,7 @@ namespace {
 
 Status check_pool(const PoolConfig& p) {
     if (p.name.empty()) return make_error(ErrorCode::kInvalidArgument, "a pool has no name");
-    if (p.backends.empty() && p.backends_file.empty() && p.dns.empty()) {
+    if (p.backends.empty() && p.backends_file.empty() && p.dns.empty() && !p.sized()) {
         return make_error(ErrorCode::kInvalidArgument,
                           "pool '{}' has no backends: give 'backends', 'backends_file' or 'dns'",
                           p.name);
@@ -51,6 +51,11 @@ Status check_pool(const PoolConfig& p) {
         if (!u)
             return make_error(ErrorCode::kInvalidArgument, "pool '{}': dns {}", p.name,
                               u.error().message);
+    }
+    if (p.sized() && p.sizing.min_replicas > p.sizing.max_replicas) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "pool '{}': min_replicas {} is above max_replicas {}", p.name,
+                          p.sizing.min_replicas, p.sizing.max_replicas);
     }
     if (p.weight != -1 && !(p.weight >= 0 && p.weight <= 100)) {
         return make_error(ErrorCode::kInvalidArgument,
@@ -113,7 +118,24 @@ namespace {
 void read_pool(TomlReader& r, const toml::table& t, std::string_view prefix, PoolConfig& p) {
     r.only(t, prefix,
            {"name", "role", "backends", "backends_file", "dns", "weight", "profile", "replicas",
-            "start"});
+            "start", "min_replicas", "max_replicas", "replica_rps", "target_waiting", "ttft_slo_ms",
+            "cold_start_s", "scale_up_cooldown_s", "scale_down_cooldown_s",
+            "scale_down_stabilisation_s", "idle_to_zero_s"});
+    PoolConfig::Sizing& z = p.sizing;
+    auto num = [&](std::string_view k, double lo, double hi, auto& field) {
+        if (auto v = r.number(t, prefix, k, lo, hi))
+            field = static_cast<std::decay_t<decltype(field)>>(*v);
+    };
+    num("min_replicas", 0, 64, z.min_replicas);
+    num("max_replicas", 1, 64, z.max_replicas);
+    num("replica_rps", 0, 1e6, z.replica_rps);
+    num("target_waiting", 0.01, 1e6, z.target_waiting);
+    num("ttft_slo_ms", 0, 1e7, z.ttft_slo_ms);
+    num("cold_start_s", 0, 86400, z.cold_start_s);
+    num("scale_up_cooldown_s", 0, 86400, z.up_cooldown_s);
+    num("scale_down_cooldown_s", 0, 86400, z.down_cooldown_s);
+    num("scale_down_stabilisation_s", 0, 86400, z.down_stabilisation_s);
+    num("idle_to_zero_s", 0, 86400 * 7, z.idle_to_zero_s);
     if (auto v = r.str(t, prefix, "profile")) p.profile = *v;
     if (auto v = r.number(t, prefix, "replicas", 0, 64)) p.replicas = int(*v);
     if (auto v = r.str(t, prefix, "start")) {
@@ -160,6 +182,8 @@ void read_numbers(TomlReader& r, const toml::table& t, RouterConfig& c) {
     num("max_outstanding", 1, 1e9, c.max_outstanding);
     num("max_waiting", 0, 1e9, c.max_waiting);
     num("retry_after_s", 1, 3600, c.retry_after_s);
+    num("hold_timeout_s", 0, 3600, c.hold_timeout_s);
+    num("hold_max_requests", 1, 1e6, c.hold_max_requests);
     num("max_request_body", 1024, 1 << 30, c.max_request_body);
     num("breaker_threshold", 0, 100, c.breaker_threshold);
     num("breaker_window_s", 1, 86400, c.breaker_window_s);
@@ -194,6 +218,8 @@ const std::set<std::string>& router_keys() {
                                                "max_outstanding",
                                                "max_waiting",
                                                "retry_after_s",
+                                               "hold_timeout_s",
+                                               "hold_max_requests",
                                                "max_request_body",
                                                "breaker_threshold",
                                                "breaker_window_s",

@@ -37,6 +37,18 @@ struct PoolConfig {
     std::string profile;
     int replicas = 0;
     std::string start = "up";
+    // Fleet files only: pool sizing (control/sizing/pool_sizer.h) when max_replicas > 0:
+    // the fleet runs between min_replicas and max_replicas, sized on the live signals.
+    struct Sizing {
+        int min_replicas = 1, max_replicas = 0;
+        double replica_rps = 0;  // requests/s one replica holds within the SLO; 0 = live only
+        double target_waiting = 4;
+        double ttft_slo_ms = 0;
+        double cold_start_s = 60;
+        double up_cooldown_s = 30, down_cooldown_s = 120, down_stabilisation_s = 300;
+        double idle_to_zero_s = 600;
+    } sizing;
+    bool sized() const { return sizing.max_replicas > 0; }
 };
 
 struct RouterConfig {
@@ -67,7 +79,12 @@ struct RouterConfig {
     int64_t max_outstanding = 256;  // per backend; more is saturated
     double max_waiting = 0;  // a backend's num_requests_waiting above this is saturated; 0 = off
                              // (a Pagoda replica bounds its own queue and answers 429)
-    int retry_after_s = 1;   // Retry-After of the router's own 429
+    int retry_after_s = 1;   // Retry-After of the router's own 429 and 503
+    // The hold queue: a request that finds no healthy backend in any pool (a pool scaled to
+    // zero and waking) waits up to hold_timeout_s for one, at most hold_max_requests at once,
+    // then gets 503 with Retry-After. 0: answer 503 at once.
+    double hold_timeout_s = 0;
+    int hold_max_requests = 256;
     // Largest request body the router accepts (413 above, before any backend sees it): at
     // most the backends' own limit (`pagoda serve --max-request-body`, 8 MiB), so a
     // client's oversized body is the client's error, never a backend failure.

@@ -61,6 +61,16 @@ class Core : public std::enable_shared_from_this<Core> {
     nlohmann::json pools_json() const;
     std::string metrics_text() const;
 
+    // The hold queue (RouterConfig::hold_timeout_s): `retry(expired)` runs on the health
+    // thread when a backend is ready (false) or the deadline passed (true). False when the
+    // queue is full.
+    bool hold(std::function<void(bool expired)> retry, double deadline_s);
+    void release_held();
+    void drop_retired();  // health thread: frees the retired backends no call holds
+    int64_t held() const;
+    // Router clock of the last request that found no healthy backend (held or refused); -1.
+    std::atomic<double> last_unserved_s{-1};
+
     // Added by the app once, before traffic; read on the I/O thread.
     std::map<std::string, Router::AdminRoute> admin_routes;
     std::vector<std::function<std::string()>> metrics_sources;
@@ -77,6 +87,11 @@ class Core : public std::enable_shared_from_this<Core> {
     std::map<std::string, double> weights_;
     bool dr_forced_ = false;
     std::map<std::string, std::deque<ArmSample>> arms_;
+    // Backends that left a pool, kept until no call holds them: the last reference must not
+    // drop on the backend's own I/O thread (its client's destructor joins that thread).
+    std::vector<std::shared_ptr<Backend>> retired_;
+    mutable std::mutex held_mu_;
+    std::deque<std::pair<double, std::function<void(bool)>>> held_;
 };
 
 // The health checker: every health_interval_s, re-reads backend sources (file, DNS) and
