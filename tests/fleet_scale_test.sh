@@ -103,7 +103,7 @@ for _ in $(seq 100); do
     [ "$(events scale 'len([1 for k, d in ev if k == "fleet_replica_drained"])')" == "1" ] && break
     sleep 0.1
 done
-expect_eq "the leaving replica drained and was not restarted" "$(events scale '[(k, d.get("to", d.get("port"))) for k, d in ev if k in ("pool_sized", "fleet_replica_drained", "fleet_replica_exit")]')" "[('pool_sized', 1), ('fleet_replica_drained', $((BASE + 1)))]"
+expect_eq "the leaving replica drained and was not restarted" "$(events scale '[(k, d.get("to", d.get("port")), d.get("exit")) for k, d in ev if k in ("pool_sized", "fleet_replica_drained", "fleet_replica_exit")]')" "[('pool_sized', 1, None), ('fleet_replica_drained', $((BASE + 1)), 'exit')]"
 expect_eq "one replica is routed" "$(ready_backends)" "1"
 
 # 4. Scale to zero, back to automatic: a request is held while the pool wakes, then served.
