@@ -47,17 +47,18 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
     void on_status(int a, int status);
     void on_body(int a, std::string_view data);
     void on_done(int a, const http::ClientError* err);
-    void upstream_failed(const std::string& why);                           // mu_ held
-    void on_event(const std::string& data);                                 // mu_ held
-    void forward(json& choice, const json& chunk, const std::string& raw);  // mu_ held
-    void write_client(const std::string& data);                             // mu_ held
-    void finish_stream();                                                   // mu_ held
-    void reply_now(int status, const json& body);                           // mu_ held
-    void fail_stream(const std::string& msg);                               // mu_ held
-    void done(int code);                                                    // mu_ held
+    void upstream_failed(const std::string& why);                            // mu_ held
+    void on_event(const std::string& data);                                  // mu_ held
+    void forward(json& choice, const json& chunk, const std::string& raw);   // mu_ held
+    void write_client(const std::string& data);                              // mu_ held
+    void finish_stream();                                                    // mu_ held
+    void reply_now(int status, const json& body, bool retry_after = false);  // mu_ held
+    void fail_stream(const std::string& msg);                                // mu_ held
+    void done(int code);                                                     // mu_ held
     bool resumable() const;
     int64_t generated() const;
     bool hold();  // mu_ held: waits in the core's hold queue; false when it cannot
+    void no_backend(bool saturated);  // mu_ held
     double held_since_ = -1;
     bool hold_expired_ = false;
 
@@ -156,52 +157,45 @@ ClientBody ProxyCall::next_body() {
     return out;
 }
 
+// No backend to try: resume fails, 429 when every pool is saturated, the last backend's own
+// answer, the hold queue (a pool waking from zero), else 503.
+void ProxyCall::no_backend(bool saturated) {
+    if (started_) return fail_stream("no backend left to resume the stream on");
+    if (saturated && tried_.empty()) {
+        core_->metrics.shed();
+        return reply_now(
+            429, error_body(429, "every pool is saturated; retry later", "rate_limit_error"), true);
+    }
+    if (status_ != 0 && !body_.empty()) {
+        http::Response r;  // the last backend's own answer
+        r.status = status_;
+        r.body = body_;
+        closed_ = true;
+        resp_->send(std::move(r));
+        return;
+    }
+    if (tried_.empty()) core_->last_unserved_s = core_->now_s();
+    if (tried_.empty() && core_->cfg.hold_timeout_s > 0 && hold()) return;
+    core_->metrics.failed("no_backend");
+    if (held_since_ >= 0) {  // held to the deadline: a pool did not wake in time
+        return reply_now(503,
+                         error_body(503,
+                                    fmt::format("no backend became ready within the hold time ({} "
+                                                "s); retry later",
+                                                core_->cfg.hold_timeout_s),
+                                    "server_error"),
+                         true);
+    }
+    return reply_now(503, error_body(503,
+                                     tried_.empty() ? "no healthy backend in any pool"
+                                                    : "every backend tried failed",
+                                     "server_error"));
+}
+
 void ProxyCall::attempt() {
     if (closed_) return;
     Core::Picked p = core_->pick(in_.key, tried_);
-    if (!p.backend) {
-        if (started_) return fail_stream("no backend left to resume the stream on");
-        if (p.saturated && tried_.empty()) {
-            core_->metrics.shed();
-            http::Response r;
-            r.status = 429;
-            r.body =
-                error_body(429, "every pool is saturated; retry later", "rate_limit_error").dump();
-            r.headers.emplace_back("Retry-After", std::to_string(core_->cfg.retry_after_s));
-            closed_ = true;
-            resp_->send(std::move(r));
-            return;
-        }
-        if (status_ != 0 && !body_.empty()) {
-            http::Response r;  // the last backend's own answer
-            r.status = status_;
-            r.body = body_;
-            closed_ = true;
-            resp_->send(std::move(r));
-            return;
-        }
-        if (tried_.empty()) core_->last_unserved_s = core_->now_s();
-        if (tried_.empty() && core_->cfg.hold_timeout_s > 0 && hold()) return;
-        core_->metrics.failed("no_backend");
-        if (held_since_ >= 0) {  // held to the deadline: a pool did not wake in time
-            http::Response r;
-            r.status = 503;
-            r.body = error_body(503,
-                                fmt::format("no backend became ready within the hold time ({} s); "
-                                            "retry later",
-                                            core_->cfg.hold_timeout_s),
-                                "server_error")
-                         .dump();
-            r.headers.emplace_back("Retry-After", std::to_string(core_->cfg.retry_after_s));
-            closed_ = true;
-            resp_->send(std::move(r));
-            return;
-        }
-        return reply_now(503, error_body(503,
-                                         tried_.empty() ? "no healthy backend in any pool"
-                                                        : "every backend tried failed",
-                                         "server_error"));
-    }
+    if (!p.backend) return no_backend(p.saturated);
     backend_ = p.backend;
     tried_.push_back(backend_.get());
     const int a = ++attempt_;
@@ -479,10 +473,12 @@ bool ProxyCall::hold() {
         deadline);
 }
 
-void ProxyCall::reply_now(int status, const json& body) {
+void ProxyCall::reply_now(int status, const json& body, bool retry_after) {
     http::Response r;
     r.status = status;
     r.body = body.dump();
+    if (retry_after)
+        r.headers.emplace_back("Retry-After", std::to_string(core_->cfg.retry_after_s));
     closed_ = true;
     resp_->send(std::move(r));
 }

@@ -44,19 +44,25 @@ int PoolSizer::forecast_need(const PoolSignals& s) const {
     return need_for_rate(peak);
 }
 
+// More replicas when the queue per replica passes its target (in proportion, at most
+// double) or the p99 TTFT passes the SLO (one more); 0 otherwise.
+int PoolSizer::live_need(const PoolSignals& s, bool& queue_hot) const {
+    if (s.current <= 0) return 0;
+    const double per = s.waiting / s.current;
+    queue_hot = per > c_.target_waiting;
+    if (queue_hot) {
+        return std::min(2 * s.current, int(std::ceil(s.current * per / c_.target_waiting)));
+    }
+    if (c_.ttft_slo_s > 0 && s.p99_ttft_s > c_.ttft_slo_s) return s.current + 1;
+    return 0;
+}
+
 SizingDecision PoolSizer::decide(const PoolSignals& s) {
     SizingDecision d;
     d.current = d.desired = s.current;
     const int f_need = forecast_need(s), l_need = need_for_rate(s.rate_rps);
-    const double per = s.current > 0 ? s.waiting / s.current : s.waiting;
-    const bool queue_hot = s.current > 0 && per > c_.target_waiting;
-    const bool ttft_hot = c_.ttft_slo_s > 0 && s.current > 0 && s.p99_ttft_s > c_.ttft_slo_s;
-    int live = 0;
-    if (queue_hot) {
-        live = std::min(2 * s.current, int(std::ceil(s.current * per / c_.target_waiting)));
-    } else if (ttft_hot) {
-        live = s.current + 1;
-    }
+    bool queue_hot = false;
+    const int live = live_need(s, queue_hot);
     d.inputs = {{"rate_rps", s.rate_rps},     {"waiting", s.waiting},
                 {"p99_ttft_s", s.p99_ttft_s}, {"since_request_s", s.since_request_s},
                 {"need_forecast", f_need},    {"need_load", l_need},

@@ -73,6 +73,7 @@ class PoolSizer {
 
   private:
     int forecast_need(const PoolSignals& s) const;
+    int live_need(const PoolSignals& s, bool& queue_hot) const;
     PoolSizingConfig c_;
     double last_up_s_ = -1e18, last_change_s_ = -1e18;
     double below_since_s_ = -1;  // since when the need has been below the current count
