@@ -66,7 +66,10 @@ Profile read_profile(TomlReader& r, const std::string& name, const toml::table& 
 }
 
 void read_fleet_table(TomlReader& r, const toml::table& t, FleetFile& f) {
-    r.only(t, "fleet", {"name", "host", "base_port", "state_dir", "image", "drain_timeout_s"});
+    r.only(
+        t, "fleet",
+        {"name", "host", "base_port", "state_dir", "image", "drain_timeout_s", "prometheus_url"});
+    if (auto v = r.str(t, "fleet", "prometheus_url")) f.prometheus_url = *v;
     if (auto v = r.str(t, "fleet", "name")) f.name = *v;
     if (auto v = r.str(t, "fleet", "host")) f.host = *v;
     if (auto v = r.number(t, "fleet", "base_port", 1, 65000)) f.base_port = int(*v);

@@ -31,6 +31,8 @@ struct FleetFile {
     std::string state_dir;  // "" = the default state directory
     std::string image = "pagoda:latest";
     double drain_timeout_s = 30;
+    // Where a rendered KEDA ScaledObject reads the replicas' metrics (pools with min_replicas 0).
+    std::string prometheus_url = "http://prometheus-operated.monitoring.svc:9090";
     std::map<std::string, Profile> profiles;
     router::RouterConfig router;  // pools' backends are the replicas' URLs
 };

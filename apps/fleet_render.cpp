@@ -192,6 +192,94 @@ spec:
                        fmt::arg("image", q(f.image)));
 }
 
+// A sized pool's autoscaler on the metrics its replicas export, with the fleet's bounds,
+// cooldowns and stabilisation: an autoscaling/v2 HorizontalPodAutoscaler (Pods metrics
+// through a Prometheus adapter) when min_replicas >= 1; a KEDA ScaledObject (Prometheus
+// triggers, scale to zero) when min_replicas is 0.
+std::string autoscaler(const FleetFile& f, const router::PoolConfig& p, const std::string& ns) {
+    const std::string name = f.name + "-" + p.name;
+    const auto& z = p.sizing;
+    const std::string sel = fmt::format("pagoda_dev_pool=\"{}\"", p.name);
+    const std::string behavior = fmt::format(R"(behavior:
+  scaleUp:
+    stabilizationWindowSeconds: 0
+    policies: [{{type: Pods, value: 4, periodSeconds: {up}}}]
+  scaleDown:
+    stabilizationWindowSeconds: {stab}
+    policies: [{{type: Pods, value: 1, periodSeconds: {down}}}]
+)",
+                                             fmt::arg("up", std::max(1, int(z.up_cooldown_s))),
+                                             fmt::arg("stab", int(z.down_stabilisation_s)),
+                                             fmt::arg("down", std::max(1, int(z.down_cooldown_s))));
+    if (z.min_replicas >= 1) {
+        std::string metrics = fmt::format(
+            "    - type: Pods\n      pods:\n        metric: {{name: vllm_num_requests_waiting}}\n"
+            "        target: {{type: AverageValue, averageValue: \"{}\"}}\n",
+            z.target_waiting);
+        if (z.replica_rps > 0) {
+            metrics += fmt::format(
+                "    - type: Pods\n      pods:\n        metric: {{name: "
+                "vllm_request_success_per_second}}\n        target: {{type: AverageValue, "
+                "averageValue: \"{:.3g}\"}}\n",
+                z.replica_rps * 0.7);
+        }
+        return fmt::format(R"(---
+# Pool sizing of {pool} (pagoda fleet's min/max_replicas): needs a Prometheus adapter that
+# serves the replicas' vllm:num_requests_waiting (and the rate of vllm:request_success_total)
+# as Pods metrics.
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {name}
+  namespace: {ns}
+spec:
+  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: {name}}}
+  minReplicas: {min}
+  maxReplicas: {max}
+  metrics:
+{metrics}{behavior})",
+                           fmt::arg("pool", p.name), fmt::arg("name", name), fmt::arg("ns", ns),
+                           fmt::arg("min", z.min_replicas), fmt::arg("max", z.max_replicas),
+                           fmt::arg("metrics", metrics),
+                           fmt::arg("behavior", indent(behavior, "  ")));
+    }
+    return fmt::format(R"(---
+# Pool sizing of {pool} with scale to zero: KEDA (keda.sh) on the replicas' metrics in
+# Prometheus. While the pool is at zero the router holds requests (hold_timeout_s) and
+# KEDA's trigger on the router's held requests wakes it.
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata:
+  name: {name}
+  namespace: {ns}
+spec:
+  scaleTargetRef: {{name: {name}}}
+  minReplicaCount: 0
+  maxReplicaCount: {max}
+  pollingInterval: 5
+  cooldownPeriod: {idle}
+  advanced:
+    horizontalPodAutoscalerConfig:
+{behavior}  triggers:
+    - type: prometheus
+      metadata:
+        serverAddress: {prom}
+        query: sum(vllm:num_requests_waiting{{{sel}}})
+        threshold: "{waiting}"
+    - type: prometheus
+      metadata:
+        serverAddress: {prom}
+        query: sum(pagoda_router_held_requests)
+        threshold: "1"
+        activationThreshold: "0"
+)",
+                       fmt::arg("pool", p.name), fmt::arg("name", name), fmt::arg("ns", ns),
+                       fmt::arg("max", z.max_replicas), fmt::arg("idle", int(z.idle_to_zero_s)),
+                       fmt::arg("behavior", indent(behavior, "      ")),
+                       fmt::arg("prom", f.prometheus_url), fmt::arg("sel", sel),
+                       fmt::arg("waiting", z.target_waiting));
+}
+
 }  // namespace
 
 std::string render_kubernetes(const FleetFile& f, const std::string& ns) {
@@ -201,6 +289,7 @@ std::string render_kubernetes(const FleetFile& f, const std::string& ns) {
         f.path);
     for (const auto& p : f.router.pools) {
         if (!p.profile.empty()) out += pool_manifests(f, p, ns);
+        if (!p.profile.empty() && p.sized()) out += autoscaler(f, p, ns);
     }
     return out + router_manifests(f, ns);
 }

@@ -80,6 +80,22 @@ fleet_file errs "" ""
 sed -i "s/^max_replicas = 2$/max_replicas = 0/" "$TMP/errs.toml"
 expect_in "max_replicas 0 is refused with its range" "max_replicas" <("$BIN" fleet render "$TMP/errs.toml" 2>&1)
 
+# Rendered for Kubernetes: a KEDA ScaledObject (min 0) and an HPA (min 1) with the bounds.
+fleet_file render "" ""
+"$BIN" fleet render "$TMP/render.toml" -o "$TMP/zero.yaml"
+sed -i "s/^min_replicas = 0$/min_replicas = 1/" "$TMP/render.toml"
+"$BIN" fleet render "$TMP/render.toml" -o "$TMP/hpa.yaml"
+for y in zero hpa; do
+    if (cd "$SRC/tests/e2e" && node validate_k8s.mjs "$TMP/$y.yaml") >"$TMP/$y.out" 2>&1; then
+        ok "fleet render ($y): $(tail -1 "$TMP/$y.out")"
+    else
+        bad "fleet render ($y) validates" "$(cat "$TMP/$y.out")"
+    fi
+done
+expect_in "scale to zero renders a ScaledObject with the bounds" "minReplicaCount: 0" "$TMP/zero.yaml"
+expect_in "min 1 renders an HPA with the bounds" "maxReplicas: 2" "$TMP/hpa.yaml"
+expect_in "the stabilisation window is the fleet's" "stabilizationWindowSeconds: 3600" "$TMP/hpa.yaml"
+
 # 2. Undisturbed: 32 streams on two replicas.
 fleet_file scale "" ""
 fleet_up scale || exit 1

@@ -6,9 +6,30 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
 import { Deployment } from "kubernetes-models/apps/v1";
 import { ConfigMap, Service } from "kubernetes-models/v1";
+import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
+
+// KEDA's ScaledObject is a custom resource kubernetes-models has no schema for: the fields
+// KEDA requires, checked by hand (keda.sh/v1alpha1 ScaledObject spec).
+class ScaledObject {
+  constructor(o) { this.o = o; }
+  validate() {
+    const s = this.o.spec ?? {};
+    if (!s.scaleTargetRef?.name) throw new Error("spec.scaleTargetRef.name is required");
+    if (!Number.isInteger(s.minReplicaCount) || !Number.isInteger(s.maxReplicaCount) || s.minReplicaCount > s.maxReplicaCount)
+      throw new Error("minReplicaCount <= maxReplicaCount, integers");
+    if (!Array.isArray(s.triggers) || !s.triggers.length) throw new Error("spec.triggers must be a non-empty array");
+    for (const t of s.triggers) {
+      if (t.type !== "prometheus" || !t.metadata?.serverAddress || !t.metadata?.query || typeof t.metadata?.threshold !== "string")
+        throw new Error("each prometheus trigger needs serverAddress, query and a string threshold");
+    }
+  }
+}
 
 const [file, tomlOut] = process.argv.slice(2);
-const kinds = { "apps/v1/Deployment": Deployment, "v1/Service": Service, "v1/ConfigMap": ConfigMap };
+const kinds = {
+  "apps/v1/Deployment": Deployment, "v1/Service": Service, "v1/ConfigMap": ConfigMap,
+  "autoscaling/v2/HorizontalPodAutoscaler": HorizontalPodAutoscaler, "keda.sh/v1alpha1/ScaledObject": ScaledObject,
+};
 const docs = parseAllDocuments(readFileSync(file, "utf8")).filter((d) => d.contents !== null);
 const counts = {};
 let failed = 0;
