@@ -44,7 +44,7 @@ int run_rehearse(RehearseFlags& f) {
         auto d = rehearse::trace_day(f.trace, f.compress, f.hours, f.o.max_model_len);
         if (!d) return fail(d.error());
         day = std::move(*d);
-        forecast = rehearse::smooth(day.rate_per_min, 15);  // no yesterday: the day itself
+        // No yesterday for a trace: the control arm sizes on live signals only.
     } else {
         if (f.day != "builtin") {
             return fail(Error{ErrorCode::kInvalidArgument,

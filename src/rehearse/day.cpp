@@ -76,12 +76,14 @@ Day builtin_day(const BuiltinDayOptions& o) {
     return d;
 }
 
-std::vector<Arrival> steady_load(double rps, double seconds, uint64_t seed, int max_model_len) {
+std::vector<Arrival> steady_load(double rps, double seconds, uint64_t seed, int max_model_len,
+                                 const std::vector<Arrival>* mix) {
     std::mt19937_64 rng(seed);
     std::exponential_distribution<double> gap(rps);
     std::vector<Arrival> v;
     for (double t = gap(rng); t < seconds; t += gap(rng)) {
-        Arrival a = draw_request(rng, max_model_len);
+        Arrival a = mix && !mix->empty() ? (*mix)[size_t(rng() % mix->size())]
+                                         : draw_request(rng, max_model_len);
         a.t_s = t;
         v.push_back(a);
     }

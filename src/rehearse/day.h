@@ -33,8 +33,10 @@ struct BuiltinDayOptions {
 double builtin_shape(double day_s);
 Day builtin_day(const BuiltinDayOptions& o);
 
-// The day's mix, for capacity probes: Poisson arrivals at `rps` for `seconds`.
-std::vector<Arrival> steady_load(double rps, double seconds, uint64_t seed, int max_model_len);
+// The built-in mix, for capacity probes: Poisson arrivals at `rps` for `seconds`. With
+// `mix`, each request's lengths are drawn from it instead (a day's own requests).
+std::vector<Arrival> steady_load(double rps, double seconds, uint64_t seed, int max_model_len,
+                                 const std::vector<Arrival>* mix = nullptr);
 
 // A trace file; `hours` > 0 keeps that many hours from its start. Errors: the reader's.
 Result<Day> trace_day(const std::string& path, double compress, double hours, int max_model_len);

@@ -22,6 +22,7 @@ using json = nlohmann::json;
 struct Setup {
     model::sim::PerfModel perf;
     const RehearseOptions& o;
+    const std::vector<Arrival>& mix;  // the day's requests: the probes' lengths
 };
 
 Result<model::sim::PerfModel> perf_model(const RehearseOptions& o) {
@@ -42,13 +43,13 @@ ArmPlan static_arm(const std::string& name, const ReplicaConfig& c, int replicas
     return a;
 }
 
-// Requests per second one replica holds within the SLO: bisection over steady loads of the
-// day's mix (10 simulated minutes each).
+// Requests per second one replica holds within the SLO: bisection over steady loads with
+// the day's own request lengths (10 simulated minutes each).
 Result<double> capacity(const Setup& s, const ReplicaConfig& c) {
     double lo = 0, hi = 64;
     for (int i = 0; i < 9; ++i) {
         const double rps = (lo + hi) / 2;
-        const std::vector<Arrival> load = steady_load(rps, 600, 7, s.o.max_model_len);
+        const std::vector<Arrival> load = steady_load(rps, 600, 7, s.o.max_model_len, &s.mix);
         PAGODA_ASSIGN_OR_RETURN(ArmResult r, simulate(s.perf, s.o.max_model_len, load, {600, 1},
                                                       static_arm("probe", c, 1, s.o), s.o.slo, {}));
         (r.slo_attainment >= s.o.slo.attainment ? lo : hi) = rps;
@@ -56,24 +57,37 @@ Result<double> capacity(const Setup& s, const ReplicaConfig& c) {
     return lo;
 }
 
-// The fewest replicas (from `start`) with which `c` holds the SLO over the day.
+// The fewest replicas with which `c` holds the SLO over the day: from the capacity's guess
+// `start`, up while it fails, else down while it holds.
 Result<ArmResult> fewest_replicas(const Setup& s, const Day& day, const ReplicaConfig& c, int start,
                                   const std::string& name) {
-    ArmResult best;
-    for (int n = std::max(1, start); n <= s.o.max_replicas; ++n) {
-        PAGODA_ASSIGN_OR_RETURN(best, simulate(s.perf, s.o.max_model_len, day.arrivals, day.shape,
-                                               static_arm(name, c, n, s.o), s.o.slo, s.o.faults));
+    auto run = [&](int n) -> Result<ArmResult> {
+        PAGODA_ASSIGN_OR_RETURN(ArmResult r,
+                                simulate(s.perf, s.o.max_model_len, day.arrivals, day.shape,
+                                         static_arm(name, c, n, s.o), s.o.slo, s.o.faults));
         if (s.o.progress) {
             s.o.progress(fmt::format("{}: {} x {}: attainment {:.2f}%", name, n, c.label(),
-                                     100 * best.slo_attainment));
+                                     100 * r.slo_attainment));
         }
-        if (best.slo_attainment >= s.o.slo.attainment) break;
+        return r;
+    };
+    int n = std::clamp(start, 1, s.o.max_replicas);
+    PAGODA_ASSIGN_OR_RETURN(ArmResult best, run(n));
+    const bool holds = best.slo_attainment >= s.o.slo.attainment;
+    while (holds && n > 1) {
+        PAGODA_ASSIGN_OR_RETURN(ArmResult fewer, run(--n));
+        if (fewer.slo_attainment < s.o.slo.attainment) break;
+        best = fewer;
+    }
+    while (!holds && best.slo_attainment < s.o.slo.attainment && n < s.o.max_replicas) {
+        PAGODA_ASSIGN_OR_RETURN(best, run(++n));
     }
     return best;
 }
 
 // The control arm sizes by the per-replica rate the best static fleet held at the peak
-// hour (the capacity a pool reaches, above a lone replica's probe).
+// hour (the capacity a pool reaches, above a lone replica's probe; so at utilisation 1 the
+// peak needs what best_static runs). Without a forecast it starts with best_static's count.
 ArmPlan control_arm(const ArmResult& best, double peak_hour_rps,
                     const std::vector<double>& forecast, const RehearseOptions& o) {
     const double replica_rps = peak_hour_rps / std::max(1, best.max_replicas);
@@ -91,7 +105,8 @@ ArmPlan control_arm(const ArmResult& best, double peak_hour_rps,
     z.down_cooldown_s = 120;
     z.down_stabilisation_s = 600;
     a.forecast_per_min = forecast;
-    a.replicas = std::max(1, int(std::ceil(forecast.empty() ? 1 : forecast[0] / replica_rps)));
+    a.replicas = forecast.empty() ? best.max_replicas
+                                  : std::max(1, int(std::ceil(forecast[0] / replica_rps)));
     return a;
 }
 
@@ -214,7 +229,7 @@ Result<std::vector<Fault>> load_faults(const std::string& path) {
 Result<Rehearsal> rehearse(const Day& day, const std::vector<double>& forecast_per_min,
                            const RehearseOptions& o) {
     PAGODA_ASSIGN_OR_RETURN(model::sim::PerfModel perf, perf_model(o));
-    const Setup s{perf, o};
+    const Setup s{perf, o, day.arrivals};
     Rehearsal r;
     r.day = day;
     // best_static: every grid config's capacity, then the day at the fewest replicas.
