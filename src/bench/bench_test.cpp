@@ -470,6 +470,17 @@ TEST(Scenario, PresetsAndScaling) {
         EXPECT_TRUE(s->validate().ok()) << name;
     }
     EXPECT_FALSE(preset("9k").ok());
+    // The seed's acceptance: 8 hourly phases and a criterion per acceptance point.
+    auto seed = *preset("seed-acceptance");
+    EXPECT_EQ(seed.arrival.phases.size(), 8u);
+    std::vector<std::string> metrics;
+    for (const auto& c : seed.criteria) metrics.push_back(c.metric);
+    EXPECT_EQ(metrics, (std::vector<std::string>{"error_rate", "latency_fluctuation", "p99_ttft_ms",
+                                                 "mean_tpot_ms", "busy_ratio", "busy_ratio"}));
+    Stats st;
+    EXPECT_TRUE(std::isnan(metric_value(st, "busy_ratio")));  // no server figure: criterion fails
+    st.busy_ratio = 0.7;
+    EXPECT_DOUBLE_EQ(metric_value(st, "busy_ratio"), 0.7);
     auto b = *preset("burst");
     b.scale(0.02);
     EXPECT_NEAR(b.arrival.phases[0].rate, 1, 1e-9);

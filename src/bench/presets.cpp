@@ -47,7 +47,8 @@ void add_criteria(Scenario& s, std::initializer_list<const char*> texts) {
 }  // namespace
 
 std::vector<std::string> preset_names() {
-    return {"1k", "4k", "32k", "50rps", "200rps", "500rps", "mix-70-30", "burst"};
+    return {"1k",     "4k",        "32k",   "50rps",          "200rps",
+            "500rps", "mix-70-30", "burst", "seed-acceptance"};
 }
 
 std::string preset_help() {
@@ -57,7 +58,11 @@ std::string preset_help() {
            "60 s; "
            "mix-70-30: 70% short (~256 in, 128 out) and 30% long (~2048 in, 256 out) at 20 "
            "requests/s; "
-           "burst: short requests at 50 requests/s for 30 s, 300 for 60 s, then 50 for 30 s. "
+           "burst: short requests at 50 requests/s for 30 s, 300 for 60 s, then 50 for 30 s; "
+           "seed-acceptance: an 8-hour working day compressed to 8 minutes (one minute per hour, "
+           "4 to 10 requests/s, 70% short / 30% long) with the seed's acceptance criteria: "
+           "errors < 0.1% (no OOM), latency fluctuation within 15%, short p99 TTFT < 800 ms, "
+           "> 120 tokens/s per sequence (mean TPOT < 8.33 ms), server busy 60-80%. "
            "--scale F multiplies rates and lengths by F, keeping the shape and durations.";
 }
 
@@ -96,6 +101,23 @@ Result<Scenario> preset(std::string_view name) {
         s.duration_s = 120;
         s.classes = {make_class("short", 1, 256, 64, 128, short_slo)};
         add_criteria(s, {"error_rate < 0.01", "p99_ttft_ms < 2000"});
+    } else if (name == "seed-acceptance") {
+        // 09:00-17:00, an hour a minute: rise, late-morning peak, lunch dip, afternoon, fall.
+        s.name = "seed-acceptance";
+        for (double r : {4.0, 8.0, 10.0, 6.0, 9.0, 10.0, 8.0, 5.0}) {
+            Phase ph;
+            ph.rate = r;
+            ph.duration_s = 60;
+            s.arrival.phases.push_back(ph);
+        }
+        s.duration_s = 480;
+        s.warmup_s = 10;
+        s.window_s = 60;  // fluctuation between the hours' windows
+        s.classes = {make_class("short", 0.7, 256, 64, 128, short_slo),
+                     make_class("long", 0.3, 2048, 256, 256, long_slo)};
+        add_criteria(
+            s, {"error_rate < 0.001", "latency_fluctuation <= 0.15", "short: p99_ttft_ms < 800",
+                "mean_tpot_ms < 8.33", "busy_ratio >= 0.6", "busy_ratio <= 0.8"});
     } else {
         std::string list;
         for (const auto& n : preset_names()) list += (list.empty() ? "" : ", ") + n;

@@ -72,9 +72,9 @@ const std::vector<std::string>& known_metrics() {
                 n.push_back(fmt::format("{}_{}_ms", s, m));
             }
         }
-        for (const char* x :
-             {"error_rate", "requests_per_s", "output_tokens_per_s", "input_tokens_per_s",
-              "goodput_rps", "goodput_ratio", "latency_fluctuation", "completed", "failed"}) {
+        for (const char* x : {"error_rate", "requests_per_s", "output_tokens_per_s",
+                              "input_tokens_per_s", "goodput_rps", "goodput_ratio",
+                              "latency_fluctuation", "busy_ratio", "completed", "failed"}) {
             n.emplace_back(x);
         }
         return n;
@@ -129,7 +129,7 @@ Result<Criterion> parse_criterion(std::string_view text) {
                           "mean, stddev, p50, p90, p95, p99, p999, max; error_rate, "
                           "requests_per_s, output_tokens_per_s, "
                           "input_tokens_per_s, goodput_rps, goodput_ratio, latency_fluctuation, "
-                          "completed, failed",
+                          "busy_ratio, completed, failed",
                           text, c.metric);
     }
     return c;

@@ -58,6 +58,7 @@ double metric_value(const Stats& s, const std::string& m) {
     if (m == "goodput_rps") return s.goodput_rps;
     if (m == "goodput_ratio") return s.goodput_ratio;
     if (m == "latency_fluctuation") return s.latency_fluctuation;
+    if (m == "busy_ratio") return s.busy_ratio;
     if (m == "completed") return double(s.completed);
     if (m == "failed") return double(s.failed);
     // STAT_NAME_ms

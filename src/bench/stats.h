@@ -4,6 +4,7 @@
 // ones in docs/metrics.md ("pagoda bench").
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,6 +58,9 @@ struct Stats {
     double span_s = 0;  // first send to last completion of the counted requests
     double requests_per_s = 0, output_tokens_per_s = 0, input_tokens_per_s = 0;
     double goodput_rps = 0, goodput_ratio = 0, error_rate = 0, latency_fluctuation = 0;
+    // The server's busy fraction over the run (overall only: the modelled GPU time of a sim
+    // replica, else the compute pool's forward time, per second of the run); NaN unknown.
+    double busy_ratio = std::numeric_limits<double>::quiet_NaN();
     int64_t output_tokens = 0, input_tokens = 0;
     std::map<std::string, int64_t> errors;  // by kind
 };
