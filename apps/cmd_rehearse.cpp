@@ -8,6 +8,7 @@
 #include "apps/cli_common.h"
 #include "apps/commands.h"
 #include "rehearse/rehearse.h"
+#include "rehearse/sim_check.h"
 
 namespace pagoda::app {
 
@@ -124,6 +125,43 @@ void add_rehearse(CLI::App& app, std::function<int()>& action) {
     c->add_option("--html", f->html_out, "Write the HTML report with the day's curves");
     c->add_flag("-q,--quiet", f->quiet, "No progress lines");
     c->callback([f, &action] { action = [f] { return run_rehearse(*f); }; });
+}
+
+void add_sim_loaded(CLI::App* sim_cmd, std::function<int()>& action) {
+    auto fit = std::make_shared<bool>(false);
+    auto overhead = std::make_shared<double>(-1);
+    CLI::App* c = sim_cmd->add_subcommand(
+        "loaded",
+        "The simulated GPU under load against published serving figures (vLLM 0.6.0, "
+        "Llama-3.1-8B on an A100, 70B on 4 H100s, ShareGPT at 4 and 8 req/s and offline): "
+        "each replayed in virtual time, median TTFT and TPOT or throughput beside the "
+        "published ones, with the error");
+    c->add_flag("--fit", *fit,
+                "Fit the overhead per sequence per step on the points marked fit (the others "
+                "are held out)");
+    c->add_option("--seq-overhead-ms", *overhead,
+                  "Overhead per sequence per step to model (default: the card's)")
+        ->check(CLI::Range(0.0, 100.0));
+    c->callback([fit, overhead, &action] {
+        action = [fit, overhead] {
+            const auto points = rehearse::published_loaded_points();
+            double o = *overhead;
+            if (*fit) {
+                auto f = rehearse::fit_seq_overhead(points);
+                if (!f) return fail(f.error());
+                o = *f;
+            }
+            if (o < 0) {
+                auto g = model::sim::find_gpu(points[0].gpu);
+                if (!g) return fail(g.error());
+                o = g->efficiency.seq_overhead_ms;
+            }
+            auto rows = rehearse::check_points(points, o);
+            if (!rows) return fail(rows.error());
+            std::fputs(rehearse::points_table(*rows, o).c_str(), stdout);
+            return 0;
+        };
+    });
 }
 
 }  // namespace pagoda::app

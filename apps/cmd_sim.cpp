@@ -196,8 +196,9 @@ Result<sim::GpuSpec> cpu_card(const sim::MeasurementSet& set, const sim::SimShap
     g.bf16_tflops = g.memory_tbps = 1;
     g.link_gbps = 1;
     g.memory_mib = int64_t(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) >> 20;
-    PAGODA_ASSIGN_OR_RETURN(sim::PerfModel pm, sim::PerfModel::create(g, shape, 1, set.weights,
-                                                                      set.kv, {1, 1, 1, 0, 1, 1}));
+    PAGODA_ASSIGN_OR_RETURN(
+        sim::PerfModel pm,
+        sim::PerfModel::create(g, shape, 1, set.weights, set.kv, {1, 1, 1, 0, 1, 1, 0}));
     double flops = 0, bytes = 0;
     for (const sim::StepMeasurement& m : set.steps) {
         const sim::StepCost c = pm.step(m.batch());
@@ -215,10 +216,10 @@ std::string card_toml(const sim::GpuSpec& g, const sim::Efficiency& e) {
         "memory_tbps = {:.6g}\ninterconnect = \"{}\"\nlink_gbps = {:.6g}\nlink_latency_us = "
         "{:.6g}\nefficiency_compute = {:.4f}\nefficiency_memory = {:.4f}\nefficiency_network = "
         "{:.4f}\nstep_overhead_ms = {:.4f}\nefficiency_overlap = {:.4f}\nefficiency_attention = "
-        "{:.4f}\nsource = \"{}\"\n\n",
+        "{:.4f}\nseq_overhead_ms = {:.4f}\nsource = \"{}\"\n\n",
         g.name, g.description, g.bf16_tflops, g.fp8_tflops, g.memory_mib, g.memory_tbps,
         g.interconnect, g.link_gbps, g.link_latency_us, e.compute, e.memory, e.network,
-        e.step_overhead_ms, e.overlap, e.attention, g.source);
+        e.step_overhead_ms, e.overlap, e.attention, e.seq_overhead_ms, g.source);
 }
 
 void print_fit(const std::vector<sim::MeasurementSet>& sets, const sim::FitResult& before,
@@ -405,6 +406,7 @@ void add_sim(CLI::App& app, std::function<int()>& action) {
                     "Write the measurements (including --measure-cpu's) as a measurement file");
     cal->callback([f, &action] { action = [f] { return run_calibrate(*f); }; });
     add_sim_predict(c, action);
+    add_sim_loaded(c, action);
 }
 
 }  // namespace pagoda::app

@@ -34,5 +34,7 @@ void add_trace_stats(CLI::App* bench_cmd, std::function<int()>& action);
 void add_render_chat(CLI::App* model_cmd, std::function<int()>& action);
 // `pagoda sim predict`, under the `sim` subcommand.
 void add_sim_predict(CLI::App* sim_cmd, std::function<int()>& action);
+// `pagoda sim loaded`, under the `sim` subcommand (cmd_rehearse.cpp).
+void add_sim_loaded(CLI::App* sim_cmd, std::function<int()>& action);
 
 }  // namespace pagoda::app

@@ -25,5 +25,17 @@ expect_in "the HTML report draws the curves" "<polyline" "$TMP/r.html"
 expect_in "a bad SLO says what is allowed" "allowed: p99_ttft_ms, p99_tpot_ms" <("$BIN" rehearse --slo "p50<3" 2>&1)
 printf '[[fault]]\nkind = "melt"\nat = "10:30"\n' >"$TMP/bad.toml"
 expect_in "a bad fault kind names the line and the kinds" "bad.toml:2:fault\[0\].kind: 'melt' is not a fault kind (allowed: kill, slow)" <("$BIN" rehearse --faults "$TMP/bad.toml" 2>&1)
+# The sim under load against the published vLLM figures: the fit and its errors.
+"$BIN" sim loaded --fit >"$TMP/loaded.txt" 2>&1
+expect_in "sim loaded: the fitted overhead per sequence" "overhead per sequence per step 0.13 ms" "$TMP/loaded.txt"
+expect_eq "sim loaded: fit points within 20%, held-out within 30%" "$(python3 -c '
+import re,sys
+worst = {"fit": 0.0, "held out": 0.0}
+for line in open(sys.argv[1]):
+    role = "held out" if line.rstrip().endswith("held out") else "fit" if line.rstrip().endswith("fit") else None
+    if role:
+        for e in re.findall(r"([+-][0-9.]+)%", line):
+            worst[role] = max(worst[role], abs(float(e)))
+print(worst["fit"] < 20, worst["held out"] < 30)' "$TMP/loaded.txt")" "True True"
 echo "rehearse_test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

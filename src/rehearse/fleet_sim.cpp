@@ -36,6 +36,7 @@ scheduler::SchedulerConfig scheduler_config(const ReplicaConfig& c, int max_mode
     s.knobs.max_num_seqs = c.max_num_seqs;
     s.knobs.max_num_batched_tokens = c.max_num_batched_tokens;
     s.max_model_len = max_model_len;
+    s.enable_chunked_prefill = c.chunked_prefill;
     return s;
 }
 
@@ -45,11 +46,13 @@ struct Replica {
     Replica(int id_, const ReplicaConfig& c, int64_t blocks_, int max_model_len, double start,
             double ready)
         : id(id_),
+          steps(std::max(1, c.scheduler_steps)),
           blocks(blocks_, c.block_size, false),
           sched(scheduler_config(c, max_model_len), blocks),
           started(start),
           ready_at(ready) {}
     int id;
+    int steps;  // scheduler steps per decode round
     kvcache::BlockManager blocks;
     scheduler::Scheduler sched;
     double started, ready_at, stopped_at = -1;
@@ -57,6 +60,8 @@ struct Replica {
     double busy_until = kNever;  // the step in flight ends then
     scheduler::BatchPlan plan;
     std::unordered_map<int64_t, size_t> req_of;  // sequence id -> request index
+    // A multi-step round's tokens, delivered at its end: request -> finished in the round.
+    std::vector<std::pair<size_t, bool>> round;
     bool ready(double t) const { return stopped_at < 0 && t >= ready_at; }
     bool live() const { return stopped_at < 0; }
 };
@@ -109,6 +114,8 @@ class FleetSim {
     void route(size_t i, double t);
     bool submit(Replica& r, size_t i, double t);
     void start_step(Replica& r, double t);
+    double run_round(Replica& r, double t);  // a multi-step decode round; its duration
+    double step_cost(const scheduler::BatchPlan& plan, double t) const;
     void finish_step(Replica& r, double t);
     void stop(Replica& r, double t);
     void kill(double t);
@@ -205,15 +212,59 @@ void FleetSim::start_step(Replica& r, double t) {
         r.busy_until = kNever;
         return;
     }
+    const bool decode_only = r.plan.num_prefill_tokens == 0;
+    r.busy_until = t + (r.steps > 1 && decode_only ? run_round(r, t) : step_cost(r.plan, t));
+}
+
+double FleetSim::step_cost(const scheduler::BatchPlan& plan, double t) const {
     std::vector<model::sim::SeqWork> work;
-    work.reserve(r.plan.seqs.size());
-    for (const auto& s : r.plan.seqs) work.push_back({s.num_tokens, s.pos_start, s.sample});
+    work.reserve(plan.seqs.size());
+    for (const auto& s : plan.seqs) work.push_back({s.num_tokens, s.pos_start, s.sample});
     const double factor = t < slow_until_ ? slow_ : 1;
-    r.busy_until = t + perf_.step(work).total_s * factor;
+    return perf_.step(work).total_s * factor;
+}
+
+// The scheduler's steps of one round run now (admissions held off by capping the sequence
+// count at the running ones); their tokens are delivered when the round ends.
+double FleetSim::run_round(Replica& r, double t) {
+    const scheduler::RuntimeKnobs knobs = r.sched.knobs();
+    scheduler::RuntimeKnobs capped = knobs;
+    capped.max_num_seqs = std::max<int>(1, int(r.sched.running().size()));
+    (void)r.sched.set_knobs(capped);
+    double d = 0;
+    for (int k = 0; k < r.steps && !r.plan.empty(); ++k) {
+        if (k > 0) r.plan = r.sched.schedule(scheduler::Clock::time_point{});
+        if (r.plan.empty()) break;
+        d += step_cost(r.plan, t);
+        r.sched.on_step_done(r.plan);
+        for (const auto& s : r.plan.seqs) {
+            if (!s.sample) continue;
+            const size_t i = r.req_of.at(s.id.value());
+            r.sched.append_token(s.id, 0);
+            const bool done = ++reqs_[i].generated >= reqs_[i].a.output;
+            r.round.emplace_back(i, done);
+            if (done) {
+                r.sched.finish(s.id);
+                r.req_of.erase(s.id.value());
+            }
+        }
+    }
+    (void)r.sched.set_knobs(knobs);
+    r.plan = {};
+    return d;
 }
 
 void FleetSim::finish_step(Replica& r, double t) {
     r.busy_until = kNever;
+    for (const auto& [i, done] : r.round) {  // a multi-step round's tokens arrive now
+        Req& q = reqs_[i];
+        if (q.first < 0) {
+            q.first = t;
+            recent_ttfts_.emplace_back(t, float(t - q.a.t_s));
+        }
+        if (done) q.done = t;
+    }
+    r.round.clear();
     r.sched.on_step_done(r.plan);
     for (const auto& s : r.plan.seqs) {
         if (!s.sample) continue;
@@ -434,6 +485,7 @@ void FleetSim::account() {
         c.ttfts.push_back(f);
         ttft.push_back(f);
         tpot.push_back(p);
+        res_.last_done_s = std::max(res_.last_done_s, q.done);
         if (f <= slo_.ttft_s && p <= slo_.tpot_s) ++h.good, ++c.good, ++res_.good;
     }
     for (auto* buckets : {&res_.hours, &res_.curve}) {
@@ -466,6 +518,13 @@ void FleetSim::account() {
     res_.replica_hours = res_.replica_s * day_.compress / 3600;
     res_.goodput_per_replica_hour =
         res_.replica_s > 0 ? double(res_.good) / res_.replica_s * 3600 : 0;
+    auto median = [](std::vector<float> v) {
+        if (v.empty()) return 0.0;
+        std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+        return double(v[v.size() / 2]);
+    };
+    res_.p50_ttft_s = median(ttft);
+    res_.p50_tpot_s = median(tpot);
     res_.p99_ttft_s = p99(ttft);
     res_.p99_tpot_s = p99(tpot);
 }

@@ -34,6 +34,10 @@ struct Slo {
 struct ReplicaConfig {
     int max_num_seqs = 256, max_num_batched_tokens = 2048, block_size = 16;
     double gpu_memory_utilization = 0.9;
+    bool chunked_prefill = true;
+    // vLLM's --num-scheduler-steps: a batch of decodes runs this many steps before the
+    // scheduler admits again; tokens reach the client at the end of the round.
+    int scheduler_steps = 1;
     std::string label() const;  // "seqs 256, tokens 2048, block 16"
 };
 
@@ -79,7 +83,8 @@ struct ArmResult {
     double goodput_rps = 0, slo_attainment = 0;
     double replica_hours = 0;  // of the real day (simulated replica-seconds x compression)
     double goodput_per_replica_hour = 0;
-    double p99_ttft_s = 0, p99_tpot_s = 0;
+    double p99_ttft_s = 0, p99_tpot_s = 0, p50_ttft_s = 0, p50_tpot_s = 0;
+    double last_done_s = 0;  // when the last request finished (simulated seconds)
     int max_replicas = 0;
     std::vector<Bucket> hours, curve;  // 24 hours; 96 quarter-hours
     std::vector<std::string> events;   // sizing decisions and faults, "HH:MM reason 3 -> 4"

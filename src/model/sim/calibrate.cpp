@@ -321,10 +321,16 @@ Result<FitResult> evaluate(const std::vector<MeasurementSet>& sets,
     FitResult r;
     r.efficiency = eff;
     double sq = 0;
+    // Measured steps are the engine's own (vLLM's benchmark_latency, the CPU engine's step
+    // timings): no serving API per sequence, so its overhead (fitted to loaded serving by
+    // `pagoda sim loaded`) stays out of these rows.
+    Efficiency engine_only = eff;
+    engine_only.seq_overhead_ms = 0;
     for (size_t i = 0; i < sets.size(); ++i) {
         const MeasurementSet& s = sets[i];
-        PAGODA_ASSIGN_OR_RETURN(PerfModel pm, PerfModel::create(models[i].gpu, models[i].shape,
-                                                                s.tp, s.weights, s.kv, eff));
+        PAGODA_ASSIGN_OR_RETURN(
+            PerfModel pm,
+            PerfModel::create(models[i].gpu, models[i].shape, s.tp, s.weights, s.kv, engine_only));
         for (size_t j = 0; j < s.steps.size(); ++j) {
             FitRow row{i, j, s.steps[j].ms, pm.step(s.steps[j].batch()).total_s * 1000};
             sq += row.rel_error() * row.rel_error();

@@ -63,7 +63,7 @@ MeasurementSet rows_of(const PerfModel& pm) {
 TEST(Calibrate, FitRecoversTheOverlapOfACpuLikeDevice) {
     const GpuSpec g = *find_gpu("l4");
     const SimShape shape = SimShape::of(*find_shape("llama-3-8b"));
-    const Efficiency truth{0.3, 0.8, 0.6, 9.0, 0.2};
+    const Efficiency truth{0.3, 0.8, 0.6, 9.0, 0.2, 1.0, 0.0};  // engine steps: no serving API
     PerfModel pm =
         *PerfModel::create(g, shape, 1, WeightType::kQ8_0, kernels::KvDtype::kF32, truth);
     MeasurementSet s = rows_of(pm);
@@ -85,7 +85,7 @@ TEST(Calibrate, FitRecoversTheOverlapOfACpuLikeDevice) {
 TEST(Calibrate, FitRecoversTheFactorsThatMadeTheRows) {
     const GpuSpec g = *find_gpu("a100-80g");
     const SimShape shape = SimShape::of(*find_shape("llama-3-8b"));
-    const Efficiency truth{0.42, 0.63, 0.6, 2.5, 1.0};
+    const Efficiency truth{0.42, 0.63, 0.6, 2.5, 1.0, 1.0, 0.0};
     PerfModel pm =
         *PerfModel::create(g, shape, 1, WeightType::kBf16, kernels::KvDtype::kBF16, truth);
     MeasurementSet s = rows_of(pm);

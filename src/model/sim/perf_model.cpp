@@ -71,6 +71,7 @@ Result<std::vector<GpuSpec>> parse_gpu_table(std::string_view text, std::string_
         PAGODA_TRY(factor("step_overhead_ms", g.efficiency.step_overhead_ms));
         PAGODA_TRY(factor("efficiency_overlap", g.efficiency.overlap));
         PAGODA_TRY(factor("efficiency_attention", g.efficiency.attention));
+        PAGODA_TRY(factor("seq_overhead_ms", g.efficiency.seq_overhead_ms));
         if (Status st = g.efficiency.validate(); !st.ok()) {
             return make_error(ErrorCode::kInvalidArgument, "{}: [{}]: {}", origin, g.name,
                               st.error().message);
@@ -173,6 +174,10 @@ Status Efficiency::validate() const {
         return make_error(ErrorCode::kInvalidArgument, "efficiency overlap {} must be in [0, 1]",
                           overlap);
     }
+    if (!(seq_overhead_ms >= 0 && seq_overhead_ms < 100)) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "overhead per sequence {} ms must be in [0, 100)", seq_overhead_ms);
+    }
     if (!(step_overhead_ms >= 0 && step_overhead_ms < 1000)) {
         return make_error(ErrorCode::kInvalidArgument, "step overhead {} ms must be in [0, 1000)",
                           step_overhead_ms);
@@ -248,7 +253,7 @@ StepCost PerfModel::step(const std::vector<SeqWork>& batch) const {
         c.comm_bytes = 2.0 * m.layers * 2.0 * (tp_ - 1) / tp_ * msg;
         c.comm_s = 2.0 * m.layers * per;
     }
-    c.overhead_s = eff_.step_overhead_ms * 1e-3;
+    c.overhead_s = (eff_.step_overhead_ms + eff_.seq_overhead_ms * double(batch.size())) * 1e-3;
     c.total_s = std::max(c.compute_s, c.memory_s) +
                 (1 - eff_.overlap) * std::min(c.compute_s, c.memory_s) + c.comm_s + c.overhead_s;
     return c;

@@ -32,6 +32,12 @@ struct Efficiency {
     // Attention's FLOPs run at this share of the matmuls' rate (flash attention on a GPU:
     // about the same; a CPU's attention kernel: far less).
     double attention = 1.0;
+    // Host-side work per sequence in a step (scheduling, sampling, detokenising, streaming
+    // in the serving engine), which a batch-1 step time barely shows: fitted to vLLM 0.6.0's
+    // published loaded-serving figures (`pagoda sim loaded --fit`: 0.13 ms; TPOT within 7%
+    // at 4 and 8 req/s on the A100, held-out 70B points within 30%). Measured engine steps
+    // (`pagoda sim calibrate`) leave it out: they have no serving API.
+    double seq_overhead_ms = 0.13;
     Status validate() const;
 };
 
@@ -81,6 +87,7 @@ struct StepCost {
     double comm_bytes = 0;     // all-reduce payload per GPU
     double compute_s = 0, memory_s = 0, comm_s = 0, overhead_s = 0;
     double total_s = 0;  // max(compute, memory) + (1 - overlap) min(...) + comm + overhead
+                         // (the step's, and each sequence's)
 };
 
 // Per GPU, as vLLM sizes it: the budget is memory x gpu_memory_utilization; weights,

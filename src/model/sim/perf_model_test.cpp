@@ -36,7 +36,7 @@ SimShape toy_shape() {
     return s;
 }
 
-constexpr Efficiency kIdeal{1.0, 1.0, 1.0, 0.0};
+constexpr Efficiency kIdeal{1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0};
 
 PerfModel toy(int tp) {
     auto m = PerfModel::create(toy_gpu(), toy_shape(), tp, WeightType::kBf16,
@@ -107,7 +107,7 @@ TEST(SimPerfModel, TensorParallelSplitsWorkAndPaysAllReduce) {
     }
     // Efficiency factors derate: half the bandwidth doubles the memory time.
     auto half = PerfModel::create(toy_gpu(), toy_shape(), 1, WeightType::kBf16,
-                                  kernels::KvDtype::kBF16, {1.0, 0.5, 1.0, 0.25});
+                                  kernels::KvDtype::kBF16, {1.0, 0.5, 1.0, 0.25, 1.0, 1.0, 0.0});
     ASSERT_TRUE(half.ok());
     const StepCost h = half->step(b);
     EXPECT_NEAR(h.memory_s, 2 * 1.65445632e-4, 1e-15);
