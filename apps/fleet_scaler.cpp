@@ -87,15 +87,51 @@ void FleetScaler::resize(PoolState& p, int n, const std::string& reason, const j
     r_.audit("pool_sized", d);
     p.last = d;
     if (dry_run_) return;
+    p.check_to = n;
+    p.check_from = from;
+    p.check_since = r_.now_s();
     sup_.set_pool_size(p.name, n);
     r_.set_pool_members(p.name, sup_.wanted_urls(p.name));
     sup_.retire();
+}
+
+// Did the last change take effect? Up: `to` backends routed and ready; down: no more than
+// `to` routed. Audited either way; a failure is logged as a warning.
+void FleetScaler::check_effect(PoolState& p, double now) {
+    if (p.check_to < 0) return;
+    int routed = 0, ready = 0;
+    const json pools = r_.pools_json();  // (a temporary's member would dangle in the loop)
+    for (const auto& pj : pools["pools"]) {
+        if (pj["name"] != p.name) continue;
+        for (const auto& b : pj["backends"]) {
+            ++routed;
+            ready += b.value("ready", false) ? 1 : 0;
+        }
+    }
+    const bool up = p.check_to >= p.check_from;
+    const bool done = up ? ready >= p.check_to : routed <= p.check_to;
+    const double limit = std::max(5.0, 3 * p.sizer.config().cold_start_s);
+    if (!done && now - p.check_since < limit) return;
+    const json d = {{"pool", p.name},
+                    {"from", p.check_from},
+                    {"to", p.check_to},
+                    {"routed", routed},
+                    {"ready", ready},
+                    {"seconds", now - p.check_since},
+                    {"outcome", done ? "ok" : "failed"}};
+    if (!done) {
+        log_warn("fleet_pool_sized_failed pool={} to={} ready={} after_s={:.0f}", p.name,
+                 p.check_to, ready, now - p.check_since);
+    }
+    r_.audit("pool_sized_checked", d);
+    p.check_to = -1;
 }
 
 void FleetScaler::tick() {
     std::lock_guard lock(mu_);
     const double now = r_.now_s();
     for (auto& [name, p] : pools_) {
+        check_effect(p, now);
         if (p.paused) continue;
         const control::PoolSignals s = signals(p, now);
         const control::SizingDecision d = p.sizer.decide(s);

@@ -4,9 +4,9 @@
 // requests of the last minute: rate and p99 TTFT; the backends' waiting queues and the
 // router's hold queue) and the supervisor applies its decisions drain-safe: a replica
 // leaves routing first, then drains (Supervisor::set_pool_size, retire). Every applied
-// decision is audited (`pool_sized`, with its reason and inputs); --dry-run audits without
-// applying; a manual scale (`pagoda fleet scale`, POST /admin/fleet/scale) pauses the
-// pool's automatic sizing until `--auto`.
+// decision is audited (`pool_sized`, with its reason and inputs) and its effect checked
+// (`pool_sized_checked`, ok or failed); --dry-run audits without applying; a manual scale (`pagoda
+// fleet scale`, POST /admin/fleet/scale) pauses the pool's automatic sizing until `--auto`.
 
 #include <map>
 #include <mutex>
@@ -37,7 +37,12 @@ class FleetScaler {
         bool paused = false;  // manual scale
         double started_s = 0;
         nlohmann::json last;  // the last decision
+        // The last applied change, until its effect is checked: `to` replicas routed and
+        // ready (up) or routed (down) within max(5 s, 3 x cold_start_s).
+        int check_to = -1, check_from = 0;
+        double check_since = 0;
     };
+    void check_effect(PoolState& p, double now);
     control::PoolSignals signals(const PoolState& p, double now) const;
     void resize(PoolState& p, int n, const std::string& reason, const nlohmann::json& inputs);
 

@@ -135,6 +135,11 @@ T1=$(date +%s.%N)
 expect_eq "a request to the pool at zero is served after the wake-up" "$CODE $(jq_ 'd["usage"]["completion_tokens"]' <"$TMP/woke.json")" "200 8"
 expect_eq "it waited for the replica's start (held, not refused)" "$(python3 -c "print($T1 - $T0 > 0.3)")" "True"
 expect_eq "the wake-up is audited with its reason" "$(events scale '[d["reason"].split(":")[0] for k, d in ev if k == "pool_sized"][-1]')" "wake"
+for _ in $(seq 50); do
+    [ "$(events scale 'len([1 for k, d in ev if k == "pool_sized_checked"])')" == "3" ] && break
+    sleep 0.1
+done
+expect_eq "each change's effect was checked: 2->1, 1->0, 0->1 all ok" "$(events scale '[(d["from"], d["to"], d["outcome"]) for k, d in ev if k == "pool_sized_checked"]')" "[(2, 1, 'ok'), (1, 0, 'ok'), (0, 1, 'ok')]"
 "$BIN" fleet down "$TMP/scale.toml" >/dev/null 2>&1
 wait "$FPID" 2>/dev/null
 
@@ -149,6 +154,20 @@ expect_in "with Retry-After" "Retry-After" "$TMP/hold.h"
 expect_in "saying why" "no backend became ready within the hold time" "$TMP/hold.json"
 wait_ready 1 && ok "the pool woke anyway" || bad "the pool woke anyway" "$(curl -s "$URL/admin/fleet")"
 "$BIN" fleet down "$TMP/hold.toml" >/dev/null 2>&1
+wait "$FPID" 2>/dev/null
+
+# 6. A wake-up whose replica never becomes ready (a model the card cannot hold) is recorded
+#    as failed after max(5 s, 3 x cold_start_s).
+fleet_file broken "hold_timeout_s = 0.2" "cold_start_s = 1"
+sed -i "s/^replicas = 2$/replicas = 0/; s/^sim-model = \"llama-3.1-8b\"$/sim-model = \"llama-3-70b\"/" "$TMP/broken.toml"
+fleet_up broken || exit 1
+curl -s -o /dev/null "$URL/v1/completions" -H 'Content-Type: application/json' -d '{"prompt":"Once","max_tokens":4}'
+for _ in $(seq 150); do
+    [ -n "$(events broken '[d["outcome"] for k, d in ev if k == "pool_sized_checked"]' | tr -d '[]')" ] && break
+    sleep 0.1
+done
+expect_eq "a scale-up that never became ready is recorded as failed" "$(events broken '[(d["to"], d["ready"], d["outcome"]) for k, d in ev if k == "pool_sized_checked"][:1]')" "[(1, 0, 'failed')]"
+"$BIN" fleet down "$TMP/broken.toml" >/dev/null 2>&1
 wait "$FPID" 2>/dev/null
 
 echo "fleet_scale_test: $passed passed, $failed failed"
