@@ -7,6 +7,7 @@
 
 #include "apps/cli_common.h"
 #include "apps/commands.h"
+#include "apps/fleet_file.h"
 #include "rehearse/rehearse.h"
 #include "rehearse/sim_check.h"
 
@@ -16,7 +17,7 @@ namespace {
 
 struct RehearseFlags {
     std::string trace, day = "builtin", slo = "p99_ttft_ms<800,p99_tpot_ms<100";
-    std::string faults, json_out, html_out;
+    std::string faults, json_out, html_out, fleet;
     double compress = 96, hours = 0, peak_rps = 20;
     uint64_t seed = 1;
     rehearse::RehearseOptions o;
@@ -30,10 +31,47 @@ Status write_file(const std::string& path, const std::string& text) {
     return ok_status();
 }
 
+// A fleet file's first pool with a profile (a sized one first): its sim card and model,
+// and its sizing for the control arm.
+Status apply_fleet(const std::string& path, rehearse::RehearseOptions& o) {
+    PAGODA_ASSIGN_OR_RETURN(FleetFile ff, load_fleet_file(path));
+    const router::PoolConfig* pick = nullptr;
+    for (const auto& p : ff.router.pools) {
+        if (!p.profile.empty() && (!pick || (p.sized() && !pick->sized()))) pick = &p;
+    }
+    if (!pick) return make_error(ErrorCode::kInvalidArgument, "{}: no pool runs a profile", path);
+    const std::vector<std::string>& args = ff.profiles.at(pick->profile).args;
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+        if (args[i] == "--sim-gpu") o.gpu = args[i + 1];
+        if (args[i] == "--sim-model") o.model = args[i + 1];
+    }
+    if (pick->sized()) {
+        const auto& z = pick->sizing;
+        control::PoolSizingConfig c;
+        c.min_replicas = z.min_replicas;
+        c.max_replicas = z.max_replicas;
+        c.replica_rps = z.replica_rps;
+        c.target_waiting = z.target_waiting;
+        c.ttft_slo_s = z.ttft_slo_ms > 0 ? z.ttft_slo_ms / 1000 : o.slo.ttft_s;
+        c.cold_start_s = z.cold_start_s;
+        c.up_cooldown_s = z.up_cooldown_s;
+        c.down_cooldown_s = z.down_cooldown_s;
+        c.down_stabilisation_s = z.down_stabilisation_s;
+        c.idle_to_zero_s = z.idle_to_zero_s;
+        o.pool = c;
+        o.max_replicas = z.max_replicas;
+        o.cold_start_s = z.cold_start_s;
+    }
+    return ok_status();
+}
+
 int run_rehearse(RehearseFlags& f) {
     auto slo = rehearse::parse_slo(f.slo);
     if (!slo) return fail(slo.error());
     f.o.slo = *slo;
+    if (!f.fleet.empty()) {
+        if (Status st = apply_fleet(f.fleet, f.o); !st.ok()) return fail(st.error());
+    }
     if (!f.faults.empty()) {
         auto faults = rehearse::load_faults(f.faults);
         if (!faults) return fail(faults.error());
@@ -92,6 +130,11 @@ void add_rehearse(CLI::App& app, std::function<int()>& action) {
                   "day)")
         ->check(CLI::ExistingFile);
     c->add_option("--day", f->day, "The built-in day")->capture_default_str();
+    c->add_option("--fleet", f->fleet,
+                  "A fleet file: its (sized) pool's sim card and model (--sim-gpu, --sim-model "
+                  "of its profile) and sizing (min/max_replicas, cooldowns, cold_start_s) for "
+                  "the control arm")
+        ->check(CLI::ExistingFile);
     c->add_option("--hours", f->hours, "With --trace: replay only this many hours from its start");
     c->add_option("--peak-rps", f->peak_rps, "The built-in day's plateau rate (requests/s)")
         ->capture_default_str()

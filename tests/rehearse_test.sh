@@ -25,6 +25,26 @@ expect_in "the HTML report draws the curves" "<polyline" "$TMP/r.html"
 expect_in "a bad SLO says what is allowed" "allowed: p99_ttft_ms, p99_tpot_ms" <("$BIN" rehearse --slo "p50<3" 2>&1)
 printf '[[fault]]\nkind = "melt"\nat = "10:30"\n' >"$TMP/bad.toml"
 expect_in "a bad fault kind names the line and the kinds" "bad.toml:2:fault\[0\].kind: 'melt' is not a fault kind (allowed: kill, slow)" <("$BIN" rehearse --faults "$TMP/bad.toml" 2>&1)
+# --fleet: the pool's sim card, model and sizing drive the control arm.
+cat >"$TMP/fleet.toml" <<TOML
+[profiles.sim]
+backend = "sim"
+sim-gpu = "h100-sxm"
+sim-model = "llama-3-8b"
+
+[router]
+port = 9999
+
+[[router.pools]]
+name = "main"
+profile = "sim"
+min_replicas = 1
+max_replicas = 3
+cold_start_s = 120
+TOML
+"$BIN" rehearse -q --fleet "$TMP/fleet.toml" --compress 192 --json "$TMP/f.json" >"$TMP/f.txt" 2>&1
+expect_eq "--fleet: the pool's card and the control arm within its max_replicas" "$(jq_ '(d["setup"]["gpu"], d["setup"]["cold_start_s"], max(h["mean_replicas"] for h in d["arms"]["control"]["hours"]) <= 3)' <"$TMP/f.json")" "('h100-sxm', 120.0, True)"
+
 # The sim under load against the published vLLM figures: the fit and its errors.
 "$BIN" sim loaded --fit >"$TMP/loaded.txt" 2>&1
 expect_in "sim loaded: the fitted overhead per sequence" "overhead per sequence per step 0.13 ms" "$TMP/loaded.txt"

@@ -94,16 +94,22 @@ ArmPlan control_arm(const ArmResult& best, double peak_hour_rps,
     ArmPlan a = static_arm("control", best.replica, 0, o);
     a.sizing = true;
     control::PoolSizingConfig& z = a.sizer;
-    z.min_replicas = 1;
-    z.max_replicas = std::min(o.max_replicas, best.max_replicas + 2);
-    z.replica_rps = replica_rps;
+    if (o.pool) {  // the fleet file's pool
+        z = *o.pool;
+        if (z.replica_rps <= 0) z.replica_rps = replica_rps;
+        a.cold_start_day_s = z.cold_start_s;
+    } else {
+        z.min_replicas = 1;
+        z.max_replicas = std::min(o.max_replicas, best.max_replicas + 2);
+        z.replica_rps = replica_rps;
+        z.ttft_slo_s = o.slo.ttft_s;
+        z.cold_start_s = o.cold_start_s;
+        z.up_cooldown_s = 60;
+        z.down_cooldown_s = 120;
+        z.down_stabilisation_s = 600;
+    }
     z.target_utilisation = 0.9;
     z.down_headroom = 0.1;
-    z.ttft_slo_s = o.slo.ttft_s;
-    z.cold_start_s = o.cold_start_s;
-    z.up_cooldown_s = 60;
-    z.down_cooldown_s = 120;
-    z.down_stabilisation_s = 600;
     a.forecast_per_min = forecast;
     a.replicas = forecast.empty() ? best.max_replicas
                                   : std::max(1, int(std::ceil(forecast[0] / replica_rps)));

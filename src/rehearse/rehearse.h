@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct RehearseOptions {
     double cold_start_s = 90;  // a replica's start to ready (weights, warmup), day seconds
     int max_replicas = 16;
     std::vector<Fault> faults;
+    // The control arm's sizing bounds and time constants (a fleet file's pool); replica_rps
+    // 0 = from best_static. Unset: min 1, max best_static + 2, the defaults below.
+    std::optional<control::PoolSizingConfig> pool;
     // The knob grid of best_static (from the settings table's tune grids by default).
     std::vector<int> seqs_grid = {64, 128, 256}, tokens_grid = {1024, 2048, 4096, 8192};
     std::function<void(const std::string&)> progress;  // one line per finished run
