@@ -184,26 +184,6 @@ struct OneRun {
     std::vector<Report> reports;  // per target
 };
 
-// The server's busy fraction between two scrapes: modelled GPU time (sim), else forward
-// time of the compute pool, over the run's wall time. NaN when the server has neither.
-double busy_ratio(const std::map<std::string, double>& before,
-                  const std::map<std::string, double>& after, double seconds) {
-    for (const char* name :
-         {"pagoda_sim_busy_seconds_total", "pagoda_compute_busy_seconds_total"}) {
-        double a = 0, b = 0;
-        bool found = false;
-        for (const auto& [k, v] : after) {
-            if (k.rfind(name, 0) != 0) continue;
-            found = true;
-            a += v;
-            auto it = before.find(k);
-            b += it == before.end() ? 0 : it->second;
-        }
-        if (found && seconds > 0) return (a - b) / seconds;
-    }
-    return std::numeric_limits<double>::quiet_NaN();
-}
-
 Result<OneRun> run_once(Prepared& p, const BenchFlags& f, uint64_t variant,
                         const std::string& label) {
     int64_t exact = 0;

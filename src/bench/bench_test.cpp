@@ -7,6 +7,7 @@
 
 #include "bench/baseline.h"
 #include "bench/output.h"
+#include "bench/runner.h"
 #include "bench/scenario.h"
 #include "bench/stats.h"
 #include "bench/workload.h"
@@ -481,6 +482,17 @@ TEST(Scenario, PresetsAndScaling) {
     EXPECT_TRUE(std::isnan(metric_value(st, "busy_ratio")));  // no server figure: criterion fails
     st.busy_ratio = 0.7;
     EXPECT_DOUBLE_EQ(metric_value(st, "busy_ratio"), 0.7);
+    // From two scrapes: the sim's modelled time first (summed over its label sets), else
+    // the compute pool's; NaN for a server with neither.
+    const std::map<std::string, double> before = {{"pagoda_sim_busy_seconds_total{gpu=\"0\"}", 10},
+                                                  {"pagoda_compute_busy_seconds_total", 1}};
+    const std::map<std::string, double> after = {{"pagoda_sim_busy_seconds_total{gpu=\"0\"}", 16},
+                                                 {"pagoda_compute_busy_seconds_total", 2}};
+    EXPECT_DOUBLE_EQ(busy_ratio(before, after, 10), 0.6);
+    EXPECT_DOUBLE_EQ(busy_ratio({{"pagoda_compute_busy_seconds_total", 1}},
+                                {{"pagoda_compute_busy_seconds_total", 4}}, 10),
+                     0.3);
+    EXPECT_TRUE(std::isnan(busy_ratio({}, {{"vllm:num_requests_running", 3}}, 10)));
     auto b = *preset("burst");
     b.scale(0.02);
     EXPECT_NEAR(b.arrival.phases[0].rate, 1, 1e-9);

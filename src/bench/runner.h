@@ -52,6 +52,11 @@ struct RunOptions {
 
 // The timeline's gauges out of one scrape.
 std::map<std::string, double> timeline_gauges(const std::map<std::string, double>& scrape);
+// The server's busy fraction between two scrapes over `seconds` of run: the rate of
+// pagoda_sim_busy_seconds_total (modelled GPU time), else of pagoda_compute_busy_seconds_total
+// (forward passes); NaN when the server exports neither (Report's busy_ratio).
+double busy_ratio(const std::map<std::string, double>& before,
+                  const std::map<std::string, double>& after, double seconds);
 
 struct RunResult {
     std::vector<ServerSample> server;
