@@ -44,3 +44,12 @@ start_server() {
     done
     echo "server did not become ready:"; cat "$log"; return 1
 }
+
+# events NAME PYEXPR: evaluates PYEXPR over ev, the audit log of the fleet NAME's state
+# database ($TMP/state-NAME/pagoda.db) as (kind, detail) pairs, oldest first.
+events() {
+    python3 -c '
+import json,sqlite3,sys
+ev=[(k, json.loads(d)) for k, d in sqlite3.connect(sys.argv[1]).execute("select kind, detail from events order by id")]
+print(eval(sys.argv[2]))' "$TMP/state-$1/pagoda.db" "$2"
+}

@@ -65,12 +65,6 @@ wait_ready() {  # N
     for _ in $(seq 300); do [ "$(ready_backends)" == "$1" ] && return 0; sleep 0.1; done
     return 1
 }
-events() {
-    python3 -c '
-import json,sqlite3,sys
-ev=[(k, json.loads(d)) for k, d in sqlite3.connect(sys.argv[1]).execute("select kind, detail from events order by id")]
-print(eval(sys.argv[2]))' "$TMP/state-$1/pagoda.db" "$2"
-}
 
 # 1. Sizing keys are checked at load.
 fleet_file errs "" ""

@@ -86,12 +86,6 @@ fleet_down() {
     "$BIN" fleet down "$TMP/$1.toml" >/dev/null 2>&1
     wait "$FPID" 2>/dev/null
 }
-events() {  # NAME PYEXPR over ev (list of (kind, detail))
-    python3 -c '
-import json,sqlite3,sys
-ev=[(k, json.loads(d)) for k, d in sqlite3.connect(sys.argv[1]).execute("select kind, detail from events order by id")]
-print(eval(sys.argv[2]))' "$TMP/state-$1/pagoda.db" "$2"
-}
 bench() {  # RATE DURATION JSON [ARGS...]
     local rate=$1 dur=$2 json=$3
     shift 3
