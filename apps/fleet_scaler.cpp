@@ -34,7 +34,7 @@ FleetScaler::FleetScaler(const FleetFile& f, Supervisor& sup, router::Router& r,
     for (const auto& p : f.router.pools) {
         if (!p.sized() || p.profile.empty()) continue;
         pools_.emplace(p.name, PoolState{p.name, control::PoolSizer(sizing_of(p)), false, r.now_s(),
-                                         json::object()});
+                                         0, json::object()});
     }
 }
 
@@ -43,7 +43,7 @@ void FleetScaler::start() {
     for (auto& [name, p] : pools_) r_.set_pool_members(name, sup_.wanted_urls(name));
 }
 
-control::PoolSignals FleetScaler::signals(const PoolState& p, double now) const {
+control::PoolSignals FleetScaler::signals(PoolState& p, double now) const {
     control::PoolSignals s;
     s.now_s = now;
     s.current = sup_.pool_size(p.name);
@@ -53,13 +53,12 @@ control::PoolSignals FleetScaler::signals(const PoolState& p, double now) const 
     std::vector<router::ArmSample> done = r_.arm_samples(p.name, now - window);
     s.rate_rps = double(done.size()) / window;
     std::vector<double> ttft;
-    double last = p.started_s;
-    for (const auto& a : done) {
+    p.last_request_s = std::max(p.last_request_s, p.started_s);
+    for (const auto& a : done) {  // the window (>= 1 s) covers every tick's new requests
         if (a.ttft_s >= 0) ttft.push_back(a.ttft_s);
-        last = std::max(last, a.t_s);
+        p.last_request_s = std::max(p.last_request_s, a.t_s);
     }
-    for (const auto& a : r_.arm_samples(p.name, 0)) last = std::max(last, a.t_s);
-    s.since_request_s = now - last;
+    s.since_request_s = now - p.last_request_s;
     if (!ttft.empty()) {
         std::sort(ttft.begin(), ttft.end());
         s.p99_ttft_s = ttft[std::min(ttft.size() - 1, size_t(0.99 * double(ttft.size())))];

@@ -36,14 +36,15 @@ class FleetScaler {
         control::PoolSizer sizer;
         bool paused = false;  // manual scale
         double started_s = 0;
-        nlohmann::json last;  // the last decision
+        double last_request_s = 0;  // the newest finished request seen (idle time)
+        nlohmann::json last;        // the last decision
         // The last applied change, until its effect is checked: `to` replicas routed and
         // ready (up) or routed (down) within max(5 s, 3 x cold_start_s).
         int check_to = -1, check_from = 0;
         double check_since = 0;
     };
     void check_effect(PoolState& p, double now);
-    control::PoolSignals signals(const PoolState& p, double now) const;
+    control::PoolSignals signals(PoolState& p, double now) const;
     void resize(PoolState& p, int n, const std::string& reason, const nlohmann::json& inputs);
 
     Supervisor& sup_;
