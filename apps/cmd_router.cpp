@@ -28,6 +28,7 @@ struct RouterFlags {
     std::string host;  // "" = the file's, else 127.0.0.1
     int port = -1;     // -1 = the file's, else 9000
     std::vector<std::string> api_keys, admin_keys;
+    bool admin_read_open = false;
     std::string state_dir;
     std::string session_header;     // "" = the file's, else x-session-id
     double health_interval_s = -1;  // < 0 = the file's, else 1
@@ -66,6 +67,7 @@ Result<router::RouterConfig> router_config(const RouterFlags& f) {
     if (f.port >= 0) c.port = f.port;
     if (!f.api_keys.empty()) c.api_keys = f.api_keys;
     if (!f.admin_keys.empty()) c.admin_api_keys = f.admin_keys;
+    if (f.admin_read_open) c.admin_read_open = true;
     if (!f.state_dir.empty()) c.state_dir = f.state_dir;
     PAGODA_TRY(router::validate(c));
     return c;
@@ -175,6 +177,9 @@ void add_router(CLI::App& app, std::function<int()>& action) {
                   "Accept only requests with this bearer key (repeatable)");
     c->add_option("--admin-api-key", f->admin_keys,
                   "Key for /admin/* (without one, admin answers on loopback only)");
+    c->add_flag("--admin-read-open", f->admin_read_open,
+                "Let GET /admin/* answer without the admin key (the console's read-only view at "
+                "/ui; changes still need the key); TOML: admin_read_open");
     c->add_option("--state-dir", f->state_dir,
                   "Directory of the state db that records the audit log (GET /admin/events); "
                   "one process a directory (default $XDG_STATE_HOME/pagoda/router)");

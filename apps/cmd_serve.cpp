@@ -37,6 +37,7 @@ struct ServeFlags {
     int port = 8000;
     std::vector<std::string> api_keys;
     std::vector<std::string> admin_api_keys;
+    bool admin_read_open = false;
     std::string state_dir;         // empty: control::default_state_dir()
     std::string weight_cache_dir;  // empty: <state dir>/weight-cache
     bool no_weight_cache = false;
@@ -168,6 +169,7 @@ Result<server::ServerConfig> server_config(const ServeFlags& f,
     }
     sc.api_keys = f.api_keys;
     sc.admin_api_keys = f.admin_api_keys;
+    sc.admin_read_open = f.admin_read_open;
     if (const char* k = std::getenv("PAGODA_ADMIN_API_KEY"); k != nullptr && *k != '\0') {
         sc.admin_api_keys.emplace_back(k);
     }
@@ -498,6 +500,9 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
                   "Require 'Authorization: Bearer KEY' on /admin/* (repeatable; also "
                   "PAGODA_ADMIN_API_KEY). Without one, /admin/* answers only on loopback; "
                   "--api-key keys never open it");
+    c->add_flag("--admin-read-open", f->admin_read_open,
+                "Let GET /admin/* answer without the admin key, so the console (/ui) shows "
+                "configuration, alerts and the audit log read-only; changes still need the key");
     c->add_option("--step-trace", f->step_trace,
                   "Write every forward pass (each sequence's new tokens, context, and the "
                   "duration) to this JSONL file, for pagoda sim calibrate --step-trace");

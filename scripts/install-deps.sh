@@ -10,7 +10,7 @@ PKGS=(
   libpcre2-dev libsqlite3-dev libsqlitecpp-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev clang-format-14 clang-tidy-14
-  curl python3 python3-jinja2 prometheus prometheus-alertmanager
+  curl python3 python3-jinja2 prometheus prometheus-alertmanager chromium
 )
 
 missing=()
@@ -34,6 +34,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   echo "install-deps: done"
+fi
+
+# The console's chart library (uPlot), vendored into the binary at build time (src/ui).
+UI="$(cd "$(dirname "$0")/.." && pwd)/src/ui"
+if [ ! -f "$UI/node_modules/.package-lock.json" ] || ! cmp -s "$UI/package-lock.json" "$UI/node_modules/.package-lock.json.src" 2>/dev/null; then
+  echo "install-deps: npm ci in src/ui"
+  (cd "$UI" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$UI/package-lock.json" "$UI/node_modules/.package-lock.json.src"
 fi
 
 # Test clients from npm (the official `openai` package), exactly as pinned in the lockfile.

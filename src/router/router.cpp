@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "router/router_core.h"
+#include "ui/ui.h"
 
 namespace pagoda::router {
 
@@ -292,6 +293,9 @@ http::Reply admin(const std::shared_ptr<Core>& core, const http::Request& req) {
 
 http::Reply handle(const std::shared_ptr<Core>& core, const http::Request& req) {
     const std::string& p = req.path;
+    if (req.method == "GET") {
+        if (auto page = ui::serve(p, ui::Kind::kRouter)) return {std::move(*page), {}};
+    }
     if (p == "/health") return {json_reply(200, json::object()), {}};
     if (p == "/ready") {  // with a hold queue, requests wait for a pool that wakes from zero
         if (core->any_ready()) return {json_reply(200, {{"status", "ready"}}), {}};
@@ -311,9 +315,10 @@ http::Reply handle(const std::shared_ptr<Core>& core, const http::Request& req) 
         return {m, {}};
     }
     if (p.starts_with("/admin/")) {
-        const bool ok = core->cfg.admin_api_keys.empty()
-                            ? loopback(req)
-                            : key_matches(bearer(req), core->cfg.admin_api_keys);
+        const bool ok = (req.method == "GET" && core->cfg.admin_read_open) ||
+                        (core->cfg.admin_api_keys.empty()
+                             ? loopback(req)
+                             : key_matches(bearer(req), core->cfg.admin_api_keys));
         if (!ok) {
             return {api_error(401,
                               core->cfg.admin_api_keys.empty()

@@ -6,6 +6,7 @@
 #include "base/hash.h"
 #include "server/api_error.h"
 #include "server/tokenize_routes.h"
+#include "ui/ui.h"
 
 namespace pagoda::server {
 
@@ -72,6 +73,9 @@ http::Reply OpenAiServer::handle(const http::Request& req, Origin origin) {
 http::Reply OpenAiServer::route(const http::Request& req, Origin origin) {
     const std::string& p = req.path;
     const bool get = req.method == "GET", post = req.method == "POST";
+    if (get) {
+        if (auto page = ui::serve(p, ui::Kind::kReplica)) return reply(std::move(*page));
+    }
     if (p == "/health") return health();
     if (p == "/ready") return readiness();
     if (p == "/metrics" && get) {
@@ -81,7 +85,7 @@ http::Reply OpenAiServer::route(const http::Request& req, Origin origin) {
         return reply(std::move(m));
     }
     if (p.rfind("/admin/", 0) == 0) {
-        if (admin_authorized(req)) return admin(req);
+        if (admin_authorized(req) || (get && cfg_.admin_read_open)) return admin(req);
         return reply(
             api_error(401,
                       cfg_.admin_api_keys.empty()

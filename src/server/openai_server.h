@@ -27,6 +27,9 @@ struct ServerConfig {
     // Keys for /admin/*; empty: admin routes answer only on loopback. Inference keys never
     // open them.
     std::vector<std::string> admin_api_keys;
+    // GET /admin/* answers without the admin key (the console's read-only view; changes
+    // still need it). --admin-read-open.
+    bool admin_read_open = false;
     AdminRoutes admin;                       // the control plane's route families (admin_api.h)
     std::chrono::seconds stall_timeout{30};  // /health turns 503 when the loop is silent this long
     std::function<int64_t()> open_connections;  // from the HTTP server, for /metrics
