@@ -37,7 +37,7 @@ struct FleetFlags {
     std::string pool, profile;
     std::string weight = "5%";
     double percent = 100;
-    std::string target = "kubernetes", ns = "default", output;
+    std::string target = "kubernetes", ns = "default", output, image;
     std::string admin_key;
     int replicas = -1;
     bool automatic = false;
@@ -291,6 +291,7 @@ int run_render(const FleetFlags& fl) {
     }
     auto f = load_fleet_file(fl.file);
     if (!f) return fail(f.error());
+    if (!fl.image.empty()) f->image = fl.image;
     const std::string y = render_kubernetes(*f, fl.ns);
     if (fl.output.empty() || fl.output == "-") {
         std::fwrite(y.data(), 1, y.size(), stdout);
@@ -390,6 +391,9 @@ void add_fleet(CLI::App& app, std::function<int()>& action) {
     re->add_option("--target", f->target, "kubernetes")->capture_default_str();
     re->add_option("--namespace", f->ns, "Namespace of the objects")->capture_default_str();
     re->add_option("-o,--output", f->output, "File to write (default: stdout)");
+    re->add_option("--image", f->image,
+                   "Container image of the replicas and the router (default: the file's "
+                   "[fleet] image, else pagoda:" PAGODA_VERSION ")");
     re->callback([f, &action] { action = [f] { return run_render(*f); }; });
 }
 

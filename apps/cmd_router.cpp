@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <mutex>
 
@@ -68,6 +69,16 @@ Result<router::RouterConfig> router_config(const RouterFlags& f) {
     if (!f.api_keys.empty()) c.api_keys = f.api_keys;
     if (!f.admin_keys.empty()) c.admin_api_keys = f.admin_keys;
     if (f.admin_read_open) c.admin_read_open = true;
+    // Keys from the environment (a Kubernetes Secret), for those the flags and file left unset.
+    const auto env = [](const char* name) -> std::string {
+        const char* v = std::getenv(name);
+        return v != nullptr ? v : "";
+    };
+    if (c.admin_api_keys.empty() && !env("PAGODA_ADMIN_API_KEY").empty()) {
+        c.admin_api_keys = {env("PAGODA_ADMIN_API_KEY")};
+    }
+    if (c.api_keys.empty() && !env("PAGODA_API_KEY").empty()) c.api_keys = {env("PAGODA_API_KEY")};
+    if (c.backend_admin_key.empty()) c.backend_admin_key = env("PAGODA_BACKEND_ADMIN_KEY");
     if (!f.state_dir.empty()) c.state_dir = f.state_dir;
     PAGODA_TRY(router::validate(c));
     return c;
@@ -176,7 +187,9 @@ void add_router(CLI::App& app, std::function<int()>& action) {
     c->add_option("--api-key", f->api_keys,
                   "Accept only requests with this bearer key (repeatable)");
     c->add_option("--admin-api-key", f->admin_keys,
-                  "Key for /admin/* (without one, admin answers on loopback only)");
+                  "Key for /admin/* (without one, admin answers on loopback only; also "
+                  "PAGODA_ADMIN_API_KEY, and PAGODA_API_KEY, PAGODA_BACKEND_ADMIN_KEY for the "
+                  "others)");
     c->add_flag("--admin-read-open", f->admin_read_open,
                 "Let GET /admin/* answer without the admin key (the console's read-only view at "
                 "/ui; changes still need the key); TOML: admin_read_open");

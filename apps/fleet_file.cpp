@@ -74,6 +74,7 @@ void read_fleet_table(TomlReader& r, const toml::table& t, FleetFile& f) {
     if (auto v = r.str(t, "fleet", "host")) f.host = *v;
     if (auto v = r.number(t, "fleet", "base_port", 1, 65000)) f.base_port = int(*v);
     if (auto v = r.str(t, "fleet", "state_dir")) f.state_dir = *v;
+    f.image = std::string("pagoda:") + PAGODA_VERSION;  // the image of the build that renders
     if (auto v = r.str(t, "fleet", "image")) f.image = *v;
     if (auto v = r.number(t, "fleet", "drain_timeout_s", 0, 3600)) f.drain_timeout_s = *v;
 }

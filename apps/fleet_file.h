@@ -29,7 +29,7 @@ struct FleetFile {
     std::string host = "127.0.0.1";
     int base_port = 8100;
     std::string state_dir;  // "" = the default state directory
-    std::string image = "pagoda:latest";
+    std::string image;  // default: pagoda:<this build's version>
     double drain_timeout_s = 30;
     // Where a rendered KEDA ScaledObject reads the replicas' metrics (pools with min_replicas 0).
     std::string prometheus_url = "http://prometheus-operated.monitoring.svc:9090";
@@ -44,8 +44,9 @@ Result<FleetFile> load_fleet_file(const std::string& path);
 // Checks `pagoda serve` flags without running anything (the serve command's own parser).
 Status check_serve_args(const std::vector<std::string>& args);
 
-// YAML manifests for Kubernetes: per pool a Deployment and a headless Service, the router's
-// ConfigMap, Deployment and Service.
+// YAML manifests for Kubernetes (fleet_render*.cpp): per pool a StatefulSet (a state volume per
+// replica), a headless Service, a PodDisruptionBudget and its autoscaler; keys in a Secret; a
+// ServiceMonitor; the router's ConfigMap, Deployment and Service.
 std::string render_kubernetes(const FleetFile& f, const std::string& ns);
 
 }  // namespace pagoda::app

@@ -94,8 +94,8 @@ bench() {  # RATE DURATION JSON [ARGS...]
 }
 
 # 1. Manifests validated against the Kubernetes schemas; the router's TOML inside checks.
-"$BIN" fleet render "$SRC/deploy/fleet/daynight.toml" -o "$TMP/k8s.yaml"
-if (cd "$SRC/tests/e2e" && node validate_k8s.mjs "$TMP/k8s.yaml" "$TMP/router.toml") >"$TMP/k8s.out" 2>&1; then
+"$BIN" fleet render "$SRC/deploy/fleet/daynight.toml" --namespace llm -o "$TMP/k8s.yaml"
+if (cd "$SRC/tests/e2e" && node validate_k8s.mjs "$TMP/k8s.yaml" "$TMP/router.toml" --also "$SRC/deploy/keda/pagoda-scaledobject.yaml") >"$TMP/k8s.out" 2>&1; then
     ok "fleet render: $(tail -1 "$TMP/k8s.out")"
 else
     bad "fleet render validates" "$(cat "$TMP/k8s.out")"
@@ -103,6 +103,63 @@ fi
 expect_eq "the rendered router config checks" "$("$BIN" router --config "$TMP/router.toml" --check 2>&1)" "ok: 3 pools, 4 schedule entries"
 sed 's/containerPort: 8000/containerPort: "eight"/' "$TMP/k8s.yaml" >"$TMP/broken.yaml"
 expect_eq "a broken manifest fails the validation" "$(cd "$SRC/tests/e2e" && node validate_k8s.mjs "$TMP/broken.yaml" | grep -c 'containerPort must be integer')" "3"
+python3 -c 'import sys; s=open(sys.argv[1]).read(); open(sys.argv[2], "w").write(s.replace("  selector:\n    matchLabels: {app.kubernetes.io/name: pagoda, pagoda.dev/pool: day}\n  template", "  template", 1))' "$TMP/k8s.yaml" "$TMP/noselector.yaml"
+expect_eq "a StatefulSet without its selector is caught" "$(cd "$SRC/tests/e2e" && node validate_k8s.mjs "$TMP/noselector.yaml" | grep -c "pagoda-day: data/spec must have required property selector")" "1"
+sed 's/        timezone: .*//' "$TMP/k8s.yaml" >"$TMP/nocron.yaml"
+expect_eq "a cron trigger without its time zone is caught" "$(cd "$SRC/tests/e2e" && node validate_k8s.mjs "$TMP/nocron.yaml" | grep -c "a cron trigger needs timezone")" "1"
+sed 's/kind: StatefulSet, name: pagoda-night/kind: Deployment, name: pagoda-night/' "$TMP/k8s.yaml" >"$TMP/badref.yaml"
+expect_eq "an autoscaler aimed at a missing workload is caught" "$(cd "$SRC/tests/e2e" && node validate_k8s.mjs "$TMP/badref.yaml" | grep -c "Deployment/llm/pagoda-night is not among")" "1"
+# The deploy kit: the night pool (pre-warmed by the schedule) starts at zero and runs on a
+# KEDA cron trigger from 19:30 to after 07:30 in the schedule's zone; a state volume per
+# replica; probes; the image of this build; a ServiceMonitor with the pool label.
+(cd "$SRC/tests/e2e" && node --input-type=module - "$TMP/k8s.yaml" "$("$BIN" --version | cut -d' ' -f2)") <<'JS' >"$TMP/kit.out" 2>&1
+import { readFileSync } from "node:fs";
+import { parseAllDocuments } from "yaml";
+const [file, version] = process.argv.slice(2);
+const docs = parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS()).filter(Boolean);
+const by = (kind, name) => docs.find((d) => d.kind === kind && d.metadata.name === name);
+const night = by("StatefulSet", "pagoda-night").spec, day = by("StatefulSet", "pagoda-day").spec;
+const cron = by("ScaledObject", "pagoda-night").spec.triggers.find((t) => t.type === "cron").metadata;
+const c = day.template.spec.containers[0];
+console.log("night starts at", night.replicas);
+console.log("cron", cron.timezone, cron.start, "->", cron.end, "x", cron.desiredReplicas);
+console.log("state volume", day.volumeClaimTemplates[0].metadata.name, c.args.includes("/var/lib/pagoda"));
+console.log("probes", c.readinessProbe.httpGet.path, c.livenessProbe.httpGet.path);
+console.log("resources", !!(c.resources.requests && c.resources.limits));
+console.log("image", c.image === "pagoda:" + version);
+console.log("pdbs", docs.filter((d) => d.kind === "PodDisruptionBudget").length);
+console.log("monitor", by("ServiceMonitor", "pagoda").spec.endpoints[0].relabelings[0].targetLabel);
+JS
+expect_eq "deploy kit: night pool, cron, state, probes, resources, image, PDBs, monitor" "$(cat "$TMP/kit.out")" "night starts at 0
+cron Europe/Paris 30 19 * * * -> 36 7 * * * x 2
+state volume state true
+probes /ready /health
+resources true
+image true
+pdbs 3
+monitor pool"
+# A CPU pool with keys: requests and limits from the model and the KV cache, the keys in a
+# Secret (the pods read them from there), never in the router's ConfigMap.
+cat >"$TMP/cpu.toml" <<TOML
+[fleet]
+name = "cpu"
+[profiles.small]
+model = "$MODEL"
+kv-cache-memory = "1GiB"
+threads = 4
+[router]
+admin_api_keys = ["s3cret-admin"]
+[[router.pools]]
+name = "main"
+profile = "small"
+replicas = 2
+TOML
+"$BIN" fleet render "$TMP/cpu.toml" -o "$TMP/cpu.yaml"
+mem=$(( ($(stat -c %s "$MODEL") * 2 + (1 << 30) + (512 << 20)) >> 20 ))
+expect_in "CPU pool: memory from the model and the KV cache" "requests: {cpu: \"4\", memory: ${mem}Mi}" "$TMP/cpu.yaml"
+expect_in "the admin key is in a Secret" 'admin-api-key: "s3cret-admin"' "$TMP/cpu.yaml"
+expect_eq "and nowhere else" "$(grep -c s3cret-admin "$TMP/cpu.yaml")" "1"
+(cd "$SRC/tests/e2e" && node validate_k8s.mjs "$TMP/cpu.yaml") >"$TMP/cpu.out" 2>&1 && ok "CPU fleet validates: $(tail -1 "$TMP/cpu.out")" || bad "CPU fleet validates" "$(cat "$TMP/cpu.out")"
 
 # 2. Fleet file errors, at load.
 fleet_file errs "" "" '"20:00 shift night 10%"'
