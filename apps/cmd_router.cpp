@@ -29,7 +29,7 @@ struct RouterFlags {
     std::string host;  // "" = the file's, else 127.0.0.1
     int port = -1;     // -1 = the file's, else 9000
     std::vector<std::string> api_keys, admin_keys;
-    bool admin_read_open = false;
+    bool admin_read_open = false, disable_access_log = false;
     std::string state_dir;
     std::string session_header;     // "" = the file's, else x-session-id
     double health_interval_s = -1;  // < 0 = the file's, else 1
@@ -69,6 +69,7 @@ Result<router::RouterConfig> router_config(const RouterFlags& f) {
     if (!f.api_keys.empty()) c.api_keys = f.api_keys;
     if (!f.admin_keys.empty()) c.admin_api_keys = f.admin_keys;
     if (f.admin_read_open) c.admin_read_open = true;
+    if (f.disable_access_log) c.access_log = false;
     // Keys from the environment (a Kubernetes Secret), for those the flags and file left unset.
     const auto env = [](const char* name) -> std::string {
         const char* v = std::getenv(name);
@@ -190,6 +191,9 @@ void add_router(CLI::App& app, std::function<int()>& action) {
                   "Key for /admin/* (without one, admin answers on loopback only; also "
                   "PAGODA_ADMIN_API_KEY, and PAGODA_API_KEY, PAGODA_BACKEND_ADMIN_KEY for the "
                   "others)");
+    c->add_flag("--disable-access-log", f->disable_access_log,
+                "No `access` log line per request (id, route, status, tokens, TTFT, total, "
+                "finish reason, replica, pool); TOML: access_log = false");
     c->add_flag("--admin-read-open", f->admin_read_open,
                 "Let GET /admin/* answer without the admin key (the console's read-only view at "
                 "/ui; changes still need the key); TOML: admin_read_open");

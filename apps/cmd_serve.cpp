@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
 #include "apps/chat_flags.h"
 #include "apps/cli_common.h"
 #include "apps/commands.h"
@@ -29,6 +31,14 @@
 namespace pagoda::app {
 namespace {
 
+// How the access log names this replica: the host's name (a pod's name in Kubernetes) and
+// the port.
+std::string replica_name(int port) {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    return fmt::format("{}:{}", host[0] != '\0' ? host : "localhost", port);
+}
+
 using Clock = std::chrono::steady_clock;
 
 struct ServeFlags {
@@ -38,6 +48,7 @@ struct ServeFlags {
     std::vector<std::string> api_keys;
     std::vector<std::string> admin_api_keys;
     bool admin_read_open = false;
+    bool disable_access_log = false;
     std::string state_dir;         // empty: control::default_state_dir()
     std::string weight_cache_dir;  // empty: <state dir>/weight-cache
     bool no_weight_cache = false;
@@ -324,6 +335,7 @@ int run_serve(const ServeFlags& f) {
     if (srv.ok()) server_ptr.store(srv->get());
     if (!srv.ok()) return fail(srv.error());
     bound_port.store((*srv)->port());
+    api.set_access_log(!f.disable_access_log, replica_name((*srv)->port()));
     log_info("listening url=http://{}:{} model={} threads={} simd={} state=warming_up", f.host,
              (*srv)->port(), sc.served_model_name, kernels::cpu::num_threads(),
              kernels::cpu::simd_target_name());
@@ -500,6 +512,9 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
                   "Require 'Authorization: Bearer KEY' on /admin/* (repeatable; also "
                   "PAGODA_ADMIN_API_KEY). Without one, /admin/* answers only on loopback; "
                   "--api-key keys never open it");
+    c->add_flag("--disable-access-log", f->disable_access_log,
+                "No `access` log line per request (id, route, status, tokens in/out, TTFT, "
+                "total, finish reason, replica)");
     c->add_flag("--admin-read-open", f->admin_read_open,
                 "Let GET /admin/* answer without the admin key, so the console (/ui) shows "
                 "configuration, alerts and the audit log read-only; changes still need the key");

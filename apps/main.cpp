@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "apps/commands.h"
 #include "base/log.h"
@@ -44,6 +45,13 @@ int main(int argc, char** argv) {
                    "Log detail on stderr: debug, info, warn, error (default: warn for generate, "
                    "info for serve)")
         ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+    std::string log_format = "text";
+    app.add_option("--log-format", log_format,
+                   "Log lines on stderr: text (`HH:MM:SS level event key=value`) or json (one "
+                   "object a line, for log collectors); also PAGODA_LOG_FORMAT")
+        ->check(CLI::IsMember({"text", "json"}));
+    // --log-level and --log-format also after the subcommand (pagoda serve --log-format json).
+    app.fallthrough();
     pagoda::app::add_generate(app, action);
     pagoda::app::add_tokenize(app, action);
     pagoda::app::add_model(app, action);
@@ -68,6 +76,11 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         std::fprintf(stderr, "error: %s (see --help)\n", e.what());
         return 2;
+    }
+    const char* env_format = std::getenv("PAGODA_LOG_FORMAT");
+    if (log_format == "json" || (app.count("--log-format") == 0 && env_format != nullptr &&
+                                 std::string_view(env_format) == "json")) {
+        pagoda::set_log_format(pagoda::LogFormat::kJson);
     }
     if (!log_level.empty()) {
         pagoda::set_log_level(log_level == "debug"  ? pagoda::LogLevel::kDebug

@@ -38,7 +38,7 @@ start_server() {
     PIDS+=("$SPID")
     PORT=""
     for _ in $(seq 200); do
-        PORT=$(grep -o 'listening url=http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
+        PORT=$(grep -oE 'listening url=http://127.0.0.1:[0-9]*|"event": "listening", "url": "http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')
         if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1; then return 0; fi
         sleep 0.05
     done

@@ -57,6 +57,24 @@ text="".join(c["text"] for e in ev[:-1] for c in json.loads(e)["choices"])
 u=[json.loads(e)["usage"] for e in ev[:-1] if json.loads(e).get("usage")]
 print(text == sys.argv[2], u[0]["completion_tokens"], ev[-1], any("token_ids" in e for e in ev))' "$TMP/stream.txt" "$golden")" "True 24 [DONE] False"
 expect_eq "chat through the router" "$(curl -s "$(R /v1/chat/completions)" -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4}' | jq_ 'd["object"], d["usage"]["completion_tokens"]')" "('chat.completion', 4)"
+# Access logs: one line per request on the router and on the replica that served it, under
+# the client's X-Request-Id (passed through); the id comes back as a header.
+hdr=$(curl -sN -D - -o /dev/null "$(R /v1/completions)" -H 'X-Request-Id: trace-42' -d '{"prompt":"Once","max_tokens":3,"stream":true}' | tr -d '\r' | grep -i '^x-request-id:')
+expect_eq "the request id comes back" "$hdr" "X-Request-Id: trace-42"
+sleep 0.3
+line=$(grep 'access id=trace-42 ' "$TMP/r.log" | head -1)
+expect_eq "the router's access line" "$(echo "$line" | grep -o 'route=[^ ]* status=[0-9]* prompt_tokens=[0-9]* completion_tokens=3 ttft_ms=[0-9.]* total_ms=[0-9.]* finish_reason=length' | sed 's/ttft_ms=[0-9.]*/ttft_ms=T/; s/total_ms=[0-9.]*/total_ms=T/; s/prompt_tokens=[0-9]*/prompt_tokens=P/')" "route=/v1/completions status=200 prompt_tokens=P completion_tokens=3 ttft_ms=T total_ms=T finish_reason=length"
+served=$(echo "$line" | grep -o 'replica=http://127.0.0.1:[0-9]*' | sed 's/.*://')
+expect_eq "the replica that served it logged the same id" "$(grep -c 'access id=trace-42 route=/v1/completions status=200' "$TMP/$([ "$served" = "$A" ] && echo a || echo b).log")" "1"
+start_server "$TMP/json.log" --log-format json || exit 1
+curl -s "$(URL /v1/completions)" -d '{"prompt":"Once","max_tokens":2}' >/dev/null
+curl -s "$(URL /v1/completions)" -d '{"prompt":"Once","max_tokens":-2}' >/dev/null
+sleep 0.3
+expect_eq "--log-format json: every line an object, access lines typed" "$(python3 -c '
+import json,sys
+lines=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+acc=[l for l in lines if l["event"]=="access"]
+print(all("ts" in l and "level" in l for l in lines), [(a["status"], a.get("completion_tokens"), type(a.get("total_ms", 0)).__name__) for a in acc])' "$TMP/json.log")" "True [(200, 2, 'float'), (400, None, 'int')]"
 expect_eq "GET /v1/models passes through" "$(curl -s "$(R /v1/models)" | jq_ 'd["data"][0]["owned_by"]')" "pagoda"
 expect_eq "a client error passes through as it is" "$(curl -s -o "$TMP/e.json" -w '%{http_code}' "$(R /v1/completions)" -d '{"prompt":"x","max_tokens":-1}'; jq_ 'd["error"]["param"]' <"$TMP/e.json")" "400max_tokens"
 expect_eq "a body that is not JSON is a 400 from the router" "$(curl -s -o /dev/null -w '%{http_code}' "$(R /v1/completions)" -d 'nope')" "400"

@@ -2,16 +2,26 @@
 // Logging: one line per event on stderr, `HH:MM:SS level event key=value key="text"`
 // (for example `preempted seq=17 reason="no_blocks"`), formatted with fmt. Thread-safe (one
 // fprintf per line). Nothing per token at INFO: per-step facts are metrics.
+// With LogFormat::kJson (`--log-format json`) each line is one JSON object instead:
+// {"ts": "2026-12-06T10:31:02.123Z", "level": "info", "event": "preempted", "seq": 17,
+// "reason": "no_blocks"}: numbers stay numbers, quoted values strings, text after the pairs
+// goes to "msg".
 
 #include <fmt/core.h>
 
 #include <cstdio>
+#include <string>
 
 namespace pagoda {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
 
+enum class LogFormat { kText, kJson };
+
 void set_log_level(LogLevel level);
+void set_log_format(LogFormat format);
+// The JSON object of one `event key=value ...` line (what kJson writes, without the time).
+std::string log_line_json(const char* level, const std::string& line);
 LogLevel log_level();
 void log_line(LogLevel level, const std::string& line);
 

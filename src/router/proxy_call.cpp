@@ -55,6 +55,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
     void reply_now(int status, const json& body, bool retry_after = false);  // mu_ held
     void fail_stream(const std::string& msg);                                // mu_ held
     void done(int code);                                                     // mu_ held
+    void access(int status, int64_t prompt_tokens, int64_t completion_tokens);  // mu_ held
     bool resumable() const;
     int64_t generated() const;
     bool hold();  // mu_ held: waits in the core's hold queue; false when it cannot
@@ -79,7 +80,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
     bool closed_ = false;    // answered or the client left
     bool started_ = false;   // the client's stream has begun
     bool finished_ = false;  // a finish_reason came
-    std::string id_, model_;
+    std::string id_, model_, finish_reason_;
     json created_;
     std::vector<int32_t> prompt_ids_, gen_ids_;
     std::string gen_text_;
@@ -210,6 +211,7 @@ void ProxyCall::attempt() {
     req.path = cb.path;
     req.body = std::move(cb.body);
     if (!in_.content_type.empty()) req.content_type = in_.content_type;
+    req.headers.emplace_back("X-Request-Id", in_.request_id);
     http::ClientCallbacks c;
     std::weak_ptr<ProxyCall> weak = weak_from_this();
     c.on_status = [weak, a](int s) {
@@ -268,7 +270,18 @@ void ProxyCall::on_done(int a, const http::ClientError* err) {
     http::Response r;
     r.status = status_;
     r.body = std::move(body_);
+    r.headers.emplace_back("X-Request-Id", in_.request_id);
     core_->metrics.request(backend_->pool(), backend_->url(), status_);
+    if (core_->cfg.access_log) {  // tokens and finish reason from the backend's answer
+        const json b = in_.generation ? json::parse(r.body, nullptr, false) : json();
+        if (b.is_object() && b.contains("choices") && b["choices"].is_array() &&
+            !b["choices"].empty() && b["choices"][0].value("finish_reason", json()).is_string()) {
+            finish_reason_ = b["choices"][0]["finish_reason"].get<std::string>();
+        }
+        const json u = b.is_object() ? b.value("usage", json::object()) : json::object();
+        access(status_, u.is_object() ? u.value("prompt_tokens", int64_t(-1)) : -1,
+               u.is_object() ? u.value("completion_tokens", int64_t(-1)) : -1);
+    }
     if (in_.generation) {
         core_->metrics.e2e(backend_->pool(), backend_->url(), core_->now_s() - t_start_);
         core_->record_arm(backend_->pool(),
@@ -378,6 +391,7 @@ void ProxyCall::forward(json& choice, const json& chunk, const std::string& raw)
     gen_text_ += text;
     const json finish = choice.value("finish_reason", json(nullptr));
     if (!finish.is_null()) finished_ = true;
+    if (finish.is_string()) finish_reason_ = finish.get<std::string>();
     if (!rewrite) return write_client("data: " + raw + "\n\n");
     json out = {{"id", id_}, {"created", created_}, {"model", model_}};
     json c = {
@@ -409,7 +423,7 @@ void ProxyCall::write_client(const std::string& data) {
     const double now = core_->now_s();
     if (!started_) {
         started_ = true;
-        resp_->start_stream(200, "text/event-stream");
+        resp_->start_stream(200, "text/event-stream", {{"X-Request-Id", in_.request_id}});
     }
     if (t_first_ < 0) {
         t_first_ = now;
@@ -479,7 +493,9 @@ void ProxyCall::reply_now(int status, const json& body, bool retry_after) {
     r.body = body.dump();
     if (retry_after)
         r.headers.emplace_back("Retry-After", std::to_string(core_->cfg.retry_after_s));
+    r.headers.emplace_back("X-Request-Id", in_.request_id);
     closed_ = true;
+    access(status, -1, -1);
     resp_->send(std::move(r));
 }
 
@@ -492,6 +508,23 @@ void ProxyCall::done(int code) {
     core_->record_arm(backend_->pool(),
                       {now, t_first_ >= 0 ? t_first_ - t_start_ : -1, now - t_start_,
                        prompt >= core_->cfg.long_prompt_tokens, code == 200});
+    access(code, prompt, base_completion_ + (seg_completion_ >= 0
+                                                 ? seg_completion_
+                                                 : generated() - base_completion_));
+}
+
+// One `access` line: the request id the backend logged too, and which replica served it.
+void ProxyCall::access(int status, int64_t prompt_tokens, int64_t completion_tokens) {
+    if (!core_->cfg.access_log) return;
+    const auto n = [](int64_t v) { return v >= 0 ? std::to_string(v) : std::string("-"); };
+    const double now = core_->now_s();
+    log_info(
+        "access id={} route={} status={} prompt_tokens={} completion_tokens={} ttft_ms={} "
+        "total_ms={:.1f} finish_reason={} replica={} pool={} retries={} resumes={}",
+        in_.request_id, in_.path, status, n(prompt_tokens), n(completion_tokens),
+        t_first_ >= 0 ? fmt::format("{:.1f}", (t_first_ - t_start_) * 1e3) : "-",
+        (now - t_start_) * 1e3, finish_reason_.empty() ? "-" : finish_reason_,
+        backend_ ? backend_->url() : "-", backend_ ? backend_->pool() : "-", retries_, resumes_);
 }
 
 }  // namespace

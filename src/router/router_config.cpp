@@ -202,6 +202,7 @@ const std::set<std::string>& router_keys() {
                                                "api_keys",
                                                "admin_api_keys",
                                                "admin_read_open",
+                                               "access_log",
                                                "backend_admin_key",
                                                "session_header",
                                                "affinity_prefix_chars",
@@ -243,6 +244,7 @@ Status read_router_table(const toml::table& t, std::string_view file, RouterConf
     if (auto v = r.strings(t, "router", "api_keys")) c.api_keys = *v;
     if (auto v = r.strings(t, "router", "admin_api_keys")) c.admin_api_keys = *v;
     if (auto v = r.boolean(t, "router", "admin_read_open")) c.admin_read_open = *v;
+    if (auto v = r.boolean(t, "router", "access_log")) c.access_log = *v;
     if (auto v = r.str(t, "router", "session_header")) c.session_header = *v;
     if (auto v = r.str(t, "router", "backend_admin_key")) c.backend_admin_key = *v;
     if (auto v = r.str(t, "router", "state_dir")) c.state_dir = *v;

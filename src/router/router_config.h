@@ -58,6 +58,7 @@ struct RouterConfig {
     std::vector<std::string> api_keys;        // empty: no key needed
     std::vector<std::string> admin_api_keys;  // empty: admin routes on loopback only
     bool admin_read_open = false;  // GET /admin/* without the admin key (the console's view)
+    bool access_log = true;        // one `access` line per proxied request
     // Sent as a bearer token with the router's own admin calls to backends (pre-warm,
     // Alertmanager alerts dispatched to the replica they name): their --admin-api-key.
     std::string backend_admin_key;

@@ -110,6 +110,7 @@ struct CallInput {
     int64_t max_tokens = -1;
     RouteKey key;
     std::string content_type;
+    std::string request_id;  // X-Request-Id, to the backend and back
 };
 void start_proxy(std::shared_ptr<Core> core, CallInput in, std::shared_ptr<http::Responder> resp);
 

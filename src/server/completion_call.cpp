@@ -15,12 +15,12 @@ namespace pagoda::server {
 using engine::Clock;
 using engine::FinishReason;
 
-namespace {
-
 std::string random_id(const char* prefix) {
     static thread_local std::mt19937_64 rng(std::random_device{}());
     return fmt::format("{}{:016x}{:08x}", prefix, rng(), uint32_t(rng()));
 }
+
+namespace {
 
 int64_t unix_now() {
     return std::chrono::duration_cast<std::chrono::seconds>(
@@ -98,6 +98,7 @@ class Call : public std::enable_shared_from_this<Call> {
     }
 
     bool streaming() const { return stream_; }
+    const std::string& request_id() const { return ctx_.request_id; }
     void add_prompt(std::shared_ptr<engine::RequestStream> s) {
         prompts_.push_back({.stream = std::move(s), .done = false, .itl = {}});
     }
@@ -306,9 +307,11 @@ void Call::finish() {
         finish_stream(failed);
     } else if (failed) {
         ctx_.metrics.count_response(status);
-        resp_->send(api_error(status,
-                              error_message_.empty() ? "the request failed" : error_message_,
-                              status == 429 ? "rate_limit_error" : "server_error"));
+        http::Response r = api_error(status,
+                                     error_message_.empty() ? "the request failed" : error_message_,
+                                     status == 429 ? "rate_limit_error" : "server_error");
+        r.headers.emplace_back("X-Request-Id", ctx_.request_id);
+        resp_->send(std::move(r));
     } else {
         send_body();
     }
@@ -321,6 +324,8 @@ void Call::record(int status) {
     if (error_reason_ == FinishReason::kError) log.count_error(ErrorKind::kInternal);
     RequestRecord r;
     r.id = id_;
+    r.request_id = ctx_.request_id;
+    r.route = ctx_.route;
     r.endpoint = chat_ ? "chat" : "completions";
     r.status = status;
     r.finish_reason = choices_.empty() ? "" : choices_.back().finish;
@@ -385,14 +390,18 @@ void Call::send_body() {
     json body = {{"id", id_},           {"object", chat_ ? "chat.completion" : "text_completion"},
                  {"created", created_}, {"model", ctx_.served_model_name},
                  {"choices", choices},  {"usage", usage_json()}};
-    resp_->send(json_response(200, body));
+    http::Response r = json_response(200, body);
+    r.headers.emplace_back("X-Request-Id", ctx_.request_id);
+    resp_->send(std::move(r));
 }
 
 // Hands the call to the I/O thread: stream notifiers post pump() there; a disconnect cancels.
 http::Reply run_later(std::shared_ptr<Call> call) {
     return http::Reply::later([call](std::shared_ptr<http::Responder> resp) {
         call->attach(resp);
-        if (call->streaming()) resp->start_stream(200, "text/event-stream");
+        if (call->streaming()) {
+            resp->start_stream(200, "text/event-stream", {{"X-Request-Id", call->request_id()}});
+        }
         std::weak_ptr<Call> weak = call;
         resp->on_disconnect([weak] {
             if (auto c = weak.lock()) c->cancel_all();

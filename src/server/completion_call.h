@@ -30,7 +30,12 @@ struct CallContext {
     const ChatTemplate* chat = nullptr;
     ConstraintCache* constraints = nullptr;  // compiled grammars, shared by the calls
     ToolParser tool_parser = ToolParser::kLlama3Json;
+    std::string request_id;  // X-Request-Id: the client's or the router's, else generated
+    std::string route;       // the request's path, for the access log
 };
+
+// PREFIX followed by 24 random hex digits ("cmpl-...", "req-...").
+std::string random_id(const char* prefix);
 
 // Validates the body, submits every prompt and returns the deferred reply (or the error).
 http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin origin,

@@ -3,7 +3,11 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include "base/hash.h"
+#include "base/log.h"
 #include "server/api_error.h"
 #include "server/tokenize_routes.h"
 #include "ui/ui.h"
@@ -64,13 +68,35 @@ bool OpenAiServer::admin_authorized(const http::Request& req) const {
     return bearer_matches(req, cfg_.admin_api_keys);
 }
 
+// A request's id: the client's (or router's) X-Request-Id when it is a plain token, else a
+// new one. It names the request in the access log and comes back as X-Request-Id.
+std::string request_id_of(const http::Request& req) {
+    const std::string_view h = req.header("x-request-id");
+    const bool plain = !h.empty() && h.size() <= 128 && std::all_of(h.begin(), h.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+               c == ':';
+    });
+    return plain ? std::string(h) : random_id("req-");
+}
+
 http::Reply OpenAiServer::handle(const http::Request& req, Origin origin) {
-    http::Reply r = route(req, origin);
+    const bool api = req.path.starts_with("/v1/") || req.path == "/tokenize" ||
+                     req.path == "/detokenize";
+    const std::string rid = api ? request_id_of(req) : std::string();
+    http::Reply r = route(req, origin, rid);
     if (!r.deferred) metrics_.count_response(r.now.status);
+    if (api && !r.deferred) {  // answered at once (errors, models, tokenize): logged here
+        r.now.headers.emplace_back("X-Request-Id", rid);
+        if (origin != Origin::kWarmup && metrics_.requests().access_log()) {
+            log_info("access id={} route={} status={} replica={}", rid, req.path, r.now.status,
+                     metrics_.requests().replica());
+        }
+    }
     return r;
 }
 
-http::Reply OpenAiServer::route(const http::Request& req, Origin origin) {
+http::Reply OpenAiServer::route(const http::Request& req, Origin origin,
+                                const std::string& request_id) {
     const std::string& p = req.path;
     const bool get = req.method == "GET", post = req.method == "POST";
     if (get) {
@@ -99,9 +125,11 @@ http::Reply OpenAiServer::route(const http::Request& req, Origin origin) {
                                "authentication_error"));
     }
     if (p == "/v1/models" && get) return models();
-    if (p == "/v1/completions" && post) return generate(req, Endpoint::kCompletions, origin);
+    if (p == "/v1/completions" && post) {
+        return generate(req, Endpoint::kCompletions, origin, request_id);
+    }
     if (p == "/v1/chat/completions" && post) {
-        return generate(req, Endpoint::kChatCompletions, origin);
+        return generate(req, Endpoint::kChatCompletions, origin, request_id);
     }
     if (p == "/tokenize" && post) return tokenize(req, engine_, *cfg_.chat);
     if (p == "/detokenize" && post) return detokenize(req, engine_);
@@ -109,7 +137,8 @@ http::Reply OpenAiServer::route(const http::Request& req, Origin origin) {
         api_error(404, fmt::format("no route for {} {}", req.method, p), "not_found_error"));
 }
 
-http::Reply OpenAiServer::generate(const http::Request& req, Endpoint endpoint, Origin origin) {
+http::Reply OpenAiServer::generate(const http::Request& req, Endpoint endpoint, Origin origin,
+                                   const std::string& request_id) {
     if (draining_) {
         return reply(
             api_error(503, "the server is draining and accepts no new requests", "server_error"));
@@ -125,7 +154,7 @@ http::Reply OpenAiServer::generate(const http::Request& req, Endpoint endpoint, 
     }
     return start_completion(req, endpoint, origin,
                             {engine_, metrics_, in_flight_, cfg_.served_model_name, cfg_.chat.get(),
-                             &constraints_, tool_parser_});
+                             &constraints_, tool_parser_, request_id, req.path});
 }
 
 bool OpenAiServer::fault_draw(double rate) {

@@ -53,6 +53,10 @@ class OpenAiServer {
     // Origin::kWarmup: an in-process request sent before ready (bypasses the readiness
     // check and the metrics).
     http::Reply handle(const http::Request& req, Origin origin = Origin::kClient);
+    // The access log: one line per API request naming this replica (host:port).
+    void set_access_log(bool on, std::string replica) {
+        metrics_.requests().set_access_log(on, std::move(replica));
+    }
 
     void set_ready(bool ready) { ready_.store(ready); }
     bool ready() const { return ready_.load() && !draining_.load(); }
@@ -69,8 +73,9 @@ class OpenAiServer {
     nlohmann::json slowest_requests(int n) const { return metrics_.requests().slowest(n); }
 
   private:
-    http::Reply route(const http::Request& req, Origin origin);
-    http::Reply generate(const http::Request& req, Endpoint endpoint, Origin origin);
+    http::Reply route(const http::Request& req, Origin origin, const std::string& request_id);
+    http::Reply generate(const http::Request& req, Endpoint endpoint, Origin origin,
+                         const std::string& request_id);
     http::Reply health() const;
     http::Reply readiness() const;
     http::Reply models() const;

@@ -1,7 +1,11 @@
 // RequestLog: the implementation (the contract is in server/request_log.h).
 #include "server/request_log.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+
+#include "base/log.h"
 
 namespace pagoda::server {
 
@@ -89,7 +93,22 @@ RequestLog::RequestLog(LengthClasses classes)
       itl_(histograms(classes_.names().size())),
       e2e_(histograms(classes_.names().size())) {}
 
+void RequestLog::set_access_log(bool on, std::string replica) {
+    access_log_ = on;
+    replica_ = std::move(replica);
+}
+
 void RequestLog::add(RequestRecord r, const std::vector<double>& itl) {
+    if (access_log_) {
+        log_info(
+            "access id={} route={} status={} prompt_tokens={} completion_tokens={} ttft_ms={} "
+            "total_ms={:.1f} finish_reason={} replica={}",
+            r.request_id.empty() ? r.id : r.request_id, r.route, r.status, r.prompt_tokens,
+            r.completion_tokens,
+            r.timings.has_token ? fmt::format("{:.1f}", r.timings.ttft_seconds() * 1e3) : "-",
+            r.timings.e2e_seconds() * 1e3, r.finish_reason.empty() ? "-" : r.finish_reason,
+            replica_);
+    }
     r.length_class = classes_.classify(r.prompt_tokens + r.completion_tokens);
     const auto names = classes_.names();
     const size_t c = size_t(std::find(names.begin(), names.end(), r.length_class) - names.begin());

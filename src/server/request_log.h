@@ -35,6 +35,7 @@ const char* error_kind_name(ErrorKind k);
 
 struct RequestRecord {
     std::string id, endpoint, finish_reason;
+    std::string request_id, route;  // X-Request-Id (passed through a router) and the path
     int status = 200;
     int64_t prompt_tokens = 0, completion_tokens = 0;
     int64_t finished_unix_ms = 0;
@@ -49,6 +50,11 @@ class RequestLog {
   public:
     explicit RequestLog(LengthClasses classes = {});
     void add(RequestRecord r, const std::vector<double>& itl);
+    // One `access` log line per request (on by default; --disable-access-log), naming this
+    // replica; a finished generation writes its own from add().
+    void set_access_log(bool on, std::string replica);
+    bool access_log() const { return access_log_; }
+    const std::string& replica() const { return replica_; }
     void count_request() { ++requests_; }
     void count_error(ErrorKind k) { ++errors_[int(k)]; }
     // The n slowest of the recent requests by end-to-end latency, slowest first.
@@ -63,6 +69,8 @@ class RequestLog {
         "sample", "output",  "http_output", "network_write"};
 
   private:
+    bool access_log_ = true;
+    std::string replica_;
     LengthClasses classes_;
     std::vector<std::unique_ptr<metrics::Histogram>> stage_;  // by kStages
     // By class: TTFT, ITL, E2E.
