@@ -114,6 +114,17 @@ Result<std::unique_ptr<model::Model>> simulated_model(const ServeFlags& f,
     return m;
 }
 
+// "--config FILE", and the file's first comment when `pagoda tune` wrote it.
+std::string config_origin(const std::string& file) {
+    if (file.empty()) return "";
+    std::ifstream in(file);
+    std::string first;
+    std::getline(in, first);
+    const size_t at = first.find("Written by pagoda tune");
+    return at == std::string::npos ? "--config " + file
+                                   : fmt::format("--config {}, {}", file, first.substr(at));
+}
+
 Result<control::ControlOptions> control_options(const ServeFlags& f) {
     control::ControlOptions o;
     o.config.state_dir = f.state_dir.empty() ? control::default_state_dir() : f.state_dir;
@@ -128,6 +139,7 @@ Result<control::ControlOptions> control_options(const ServeFlags& f) {
         if (!d.ok()) return Error{d.error().code, flag + ": " + d.error().message};
         return d;
     };
+    o.config.origin = config_origin(f.config_file);
     PAGODA_ASSIGN_OR_RETURN(const int64_t stable, ms("--stable-window", f.stable_window));
     o.config.stable_window = std::chrono::seconds(std::max<int64_t>(stable / 1000, 1));
     PAGODA_ASSIGN_OR_RETURN(o.policy, control::parse_block_size_policy(f.block_size_policy));
@@ -350,7 +362,8 @@ int run_serve(const ServeFlags& f) {
         }
     }
     (*eng)->take_finished_lengths();  // warmup requests are not traffic
-    admin->note_startup_warmup(std::chrono::duration<double>(Clock::now() - w0).count());
+    admin->note_startup_warmup(std::chrono::duration<double>(Clock::now() - w0).count(),
+                               f.warm.warmup, api_ok, f.warm.warmup == "off" ? 0 : 4);
     admin->start_ticking();
     api.set_ready(true);
     log_info("ready seconds={:.2f} warmup=\"{}\" api_requests_ok={}/4",

@@ -28,6 +28,7 @@ void add_router(CLI::App& app, std::function<int()>& action);
 void add_fleet(CLI::App& app, std::function<int()>& action);
 // `pagoda rehearse`: a production day, three arms, on the virtual-clock fleet.
 void add_rehearse(CLI::App& app, std::function<int()>& action);
+void add_check(CLI::App& app, std::function<int()>& action);
 // `pagoda bench trace-stats`, under the `bench` subcommand.
 void add_trace_stats(CLI::App* bench_cmd, std::function<int()>& action);
 // `pagoda model render-chat`, under the `model` subcommand.

@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
     pagoda::app::add_router(app, action);
     pagoda::app::add_fleet(app, action);
     pagoda::app::add_rehearse(app, action);
+    pagoda::app::add_check(app, action);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -76,7 +76,10 @@ class Service final : public ControlService,
         cp_->set_warm_suspender({});
         alerting_.reset();
     }
-    void note_startup_warmup(double seconds) override { cp_->note_startup_warmup(seconds); }
+    void note_startup_warmup(double seconds, const std::string& mode, int requests_ok,
+                             int requests) override {
+        cp_->note_startup_warmup(seconds, mode, requests_ok, requests);
+    }
 
     AdminReply get() override { return {200, m_->current().to_json()}; }
 

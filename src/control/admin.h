@@ -20,7 +20,10 @@ class ControlService {
     virtual void start_ticking() = 0;
     // Stops both threads; call before what the alerting wiring reads (the server) goes.
     virtual void stop() = 0;
-    virtual void note_startup_warmup(double seconds) = 0;
+    // The warmup before ready: how long, which mode (minimal, full, off) and how many of its
+    // API requests answered (GET /admin/warmup "startup", read by pagoda check).
+    virtual void note_startup_warmup(double seconds, const std::string& mode, int requests_ok,
+                                     int requests) = 0;
     // The route families for ServerConfig::admin (alerts null without alerting); each
     // holds this service.
     virtual server::AdminRoutes routes() = 0;

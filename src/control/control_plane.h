@@ -71,7 +71,8 @@ class ControlPlane {
     nlohmann::json warmup_report() const;
     Status set_warm_level(WarmLevel level, int64_t duration_ms, int64_t now_ms);
     // Seconds the startup (minimal) warmup took, for pagoda_warmup_seconds_total{tier}.
-    void note_startup_warmup(double seconds);
+    void note_startup_warmup(double seconds, const std::string& mode, int requests_ok,
+                             int requests);
     // Warmup is suspended while this returns true (shedding, a critical alert firing).
     void set_warm_suspender(std::function<bool()> fn);
     // What level `full` runs before it holds (the app's: matmul primitives of every batch
@@ -141,6 +142,7 @@ class ControlPlane {
     std::function<bool()> warm_suspender_;
     double spin_seen_s_ = 0;                      // engine idle spin already attributed to a tier
     std::map<std::string, double> warm_seconds_;  // by tier
+    json startup_warmup_;                         // note_startup_warmup's facts
     std::string warm_tier_ = "dynamic";           // the tier that set the level
     std::unique_ptr<ForecastTier> forecast_;      // its own lock, taken after mu_
     // The full warmup: its work, thread and last outcome (guarded by mu_).

@@ -83,6 +83,7 @@ json ControlPlane::warmup_report() const {
     j["warm_passes_interrupted_total"] = engine_.warm_passes_interrupted();
     j["seconds_by_tier"] = warm_seconds_;
     j["full_warmup"] = full_status_;
+    j["startup"] = startup_warmup_;
     return j;
 }
 
@@ -167,9 +168,15 @@ Status ControlPlane::set_warm_level(WarmLevel level, int64_t duration_ms, int64_
     return ok_status();
 }
 
-void ControlPlane::note_startup_warmup(double seconds) {
+void ControlPlane::note_startup_warmup(double seconds, const std::string& mode, int requests_ok,
+                                       int requests) {
     std::lock_guard<std::mutex> lock(mu_);
     warm_seconds_["minimal"] += seconds;
+    startup_warmup_ = {{"mode", mode},
+                       {"seconds", seconds},
+                       {"api_requests_ok", requests_ok},
+                       {"api_requests", requests},
+                       {"ok", mode != "off" && requests_ok == requests}};
 }
 
 void ControlPlane::set_warm_suspender(std::function<bool()> fn) {

@@ -37,7 +37,13 @@ json Alerting::status() const {
             {"automation", automation_name(mode())},
             {"rules_source", rules_.source},
             {"interval_ms", rules_.interval_ms},
-            {"history_snapshots", history_.size()}};
+            {"history_snapshots", history_.size()},
+            // Which escalation hooks are set (not their commands: they may hold secrets).
+            {"hooks",
+             {{"critical", !o_.hook_critical.empty()},
+              {"severe", !o_.hook_severe.empty()},
+              {"redeploy", !o_.hook_redeploy.empty()},
+              {"webhook", !o_.webhook_url.empty()}}}};
 }
 
 json Alerting::rules_json() const {

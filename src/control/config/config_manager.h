@@ -24,6 +24,9 @@ struct ConfigManagerOptions {
     // What this replica runs (backend, model, card, TP): a version recorded by another
     // deployment sharing the state directory is never a rollback target.
     std::string deployment;
+    // Where the starting settings came from ("--config tuned.toml, written by pagoda tune:
+    // ..."), added to a startup version's reason; `pagoda check` reads it.
+    std::string origin;
 };
 
 struct ChangeRequest {
