@@ -410,6 +410,8 @@ int run_bench(const BenchFlags& f) {
         if (!st) return bad(st.error());
     }
     if (!f.html_out.empty()) {
+        last.reports[0].trace_skipped = p.overlong_skipped;
+        last.reports[0].trace_clamped = p.overlong_clamped;
         auto st = write_file(f.html_out, html_report(last.reports[0], p.s, last.result.records));
         if (!st) return bad(st.error());
     }

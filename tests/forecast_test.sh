@@ -76,7 +76,7 @@ warm = next((t for t, w, o in tl if w >= 1), None)
 rise = next((t for t, w, o in tl if o >= $THR), None)
 print(warm is not None and rise is not None and warm < rise, warm, rise)" | cut -d' ' -f1)" "True"
 expect_in "the HTML report charts rate and forecast" "Offered rate and forecast" "$TMP/r.html"
-expect_in "and the warm level" "warm level (0-3)" "$TMP/r.html"
+expect_in "and the warm level" "warm level (0 off - 4 full)" "$TMP/r.html"
 expect_eq "the history grew by the replayed minutes" \
     "$(sql "$TMP/fc/pagoda.db" 'select count(*) > 11818 + 100 from rate_history')" "1"
 expect_eq "warm seconds of the predictive tier" \

@@ -41,9 +41,37 @@ struct Series {
 
 const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
 
+// Tick step for a range: 1, 2, 2.5 or 5 times a power of ten, about `n` ticks.
+double nice_step(double range, int n) {
+    const double raw = range / n;
+    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    for (double m : {1.0, 2.0, 2.5, 5.0}) {
+        if (raw <= m * mag) return m * mag;
+    }
+    return 10 * mag;
+}
+
+// A tick label with as many decimals as the step needs (0.25: two), "k" for thousands.
+std::string tick_label(double v, double step) {
+    if (std::fabs(v) < step * 1e-9) v = 0;
+    if (std::fabs(v) >= 10000 && step >= 1000) return fmt::format("{:g}k", v / 1000);
+    int decimals = 0;
+    for (double m = step; decimals < 4 && std::fabs(m - std::round(m)) > 1e-6 * std::max(1.0, m);
+         m *= 10) {
+        ++decimals;
+    }
+    return fmt::format("{:.{}f}", v, decimals);
+}
+
+// A line chart: axes on rounded ticks (x from 0 for time and CDF charts), the units in the
+// axis titles, the legend under the plot (never over the data); series after the first are
+// dashed so that one drawn over another still shows.
 std::string svg_chart(const std::string& title, const std::string& xlabel,
                       const std::string& ylabel, const std::vector<Series>& series) {
-    const double W = 640, H = 300, L = 60, R = 20, T = 30, B = 40;
+    const double W = 640, L = 64, R = 20, T = 30, B = 44, PH = 230;
+    const int per_row = 3;
+    const double legend_h = 16.0 * double((series.size() + per_row - 1) / per_row);
+    const double H = T + PH + B + legend_h;
     double xmin = INFINITY, xmax = -INFINITY, ymin = 0, ymax = -INFINITY;
     for (const auto& s : series) {
         for (auto [x, y] : s.pts) {
@@ -58,25 +86,33 @@ std::string svg_chart(const std::string& title, const std::string& xlabel,
     o += fmt::format("<text x='{}' y='18' font-weight='bold'>{}</text>", L, html_escape(title));
     if (!std::isfinite(xmin) || !std::isfinite(ymax))
         return o + "<text x='60' y='150'>no data</text></svg>";
+    if (xmin > 0) xmin = 0;  // time from the start, latencies from zero
     if (xmax <= xmin) xmax = xmin + 1;
     if (ymax <= ymin) ymax = ymin + 1;
+    const double xs = nice_step(xmax - xmin, 5), ys = nice_step(ymax - ymin, 4);
+    xmax = std::ceil(xmax / xs - 1e-9) * xs;
+    ymax = std::ceil(ymax / ys - 1e-9) * ys;
     auto px = [&](double x) { return L + (x - xmin) / (xmax - xmin) * (W - L - R); };
-    auto py = [&](double y) { return H - B - (y - ymin) / (ymax - ymin) * (H - T - B); };
+    auto py = [&](double y) { return T + PH - (y - ymin) / (ymax - ymin) * PH; };
     o += fmt::format("<rect x='{}' y='{}' width='{}' height='{}' fill='none' stroke='#999'/>", L, T,
-                     W - L - R, H - T - B);
-    for (int i = 0; i <= 4; ++i) {
-        double y = ymin + (ymax - ymin) * i / 4, x = xmin + (xmax - xmin) * i / 4;
-        o += fmt::format("<text x='{}' y='{}' font-size='10' text-anchor='end'>{:.4g}</text>",
-                         L - 4, py(y) + 3, y);
-        o += fmt::format("<text x='{}' y='{}' font-size='10' text-anchor='middle'>{:.4g}</text>",
-                         px(x), H - B + 14, x);
+                     W - L - R, PH);
+    for (double y = ymin; y <= ymax + ys * 1e-6; y += ys) {
+        o += fmt::format("<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#eee'/>", L + 1,
+                         W - R - 1, py(y), py(y));
+        o += fmt::format("<text x='{}' y='{:.1f}' font-size='10' text-anchor='end'>{}</text>",
+                         L - 4, py(y) + 3, tick_label(y, ys));
+    }
+    for (double x = xmin; x <= xmax + xs * 1e-6; x += xs) {
+        o += fmt::format("<text x='{:.1f}' y='{}' font-size='10' text-anchor='middle'>{}</text>",
+                         px(x), T + PH + 14, tick_label(x, xs));
     }
     o += fmt::format("<text x='{}' y='{}' font-size='11' text-anchor='middle'>{}</text>",
-                     (L + W - R) / 2, H - 6, html_escape(xlabel));
+                     (L + W - R) / 2, T + PH + 30, html_escape(xlabel));
     o += fmt::format(
         "<text x='12' y='{}' font-size='11' transform='rotate(-90 12 {})' "
         "text-anchor='middle'>{}</text>",
-        (T + H - B) / 2, (T + H - B) / 2, html_escape(ylabel));
+        T + PH / 2, T + PH / 2, html_escape(ylabel));
+    static const char* const kDash[] = {"", "6 3", "2 2", "8 3 2 3"};
     for (size_t i = 0; i < series.size(); ++i) {
         const char* color = kColors[i % 6];
         std::string pts;
@@ -84,10 +120,16 @@ std::string svg_chart(const std::string& title, const std::string& xlabel,
             if (std::isfinite(x) && std::isfinite(y))
                 pts += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
         }
-        o += fmt::format("<polyline fill='none' stroke='{}' stroke-width='1.5' points='{}'/>",
-                         color, pts);
-        o += fmt::format("<text x='{}' y='{}' font-size='11' fill='{}'>{}</text>", W - R - 150,
-                         T + 14 + 14 * double(i), color, html_escape(series[i].name));
+        o += fmt::format(
+            "<polyline fill='none' stroke='{}' stroke-width='{}' stroke-dasharray='{}' "
+            "points='{}'/>",
+            color, i == 0 ? 2.5 : 1.5, kDash[i % 4], pts);
+        const double lx = L + double(i % per_row) * 190, ly = T + PH + B + 12 + 16 * double(i / per_row);
+        o += fmt::format(
+            "<line x1='{}' x2='{}' y1='{}' y2='{}' stroke='{}' stroke-width='2' "
+            "stroke-dasharray='{}'/><text x='{}' y='{}' font-size='11'>{}</text>",
+            lx, lx + 22, ly - 4, ly - 4, color, kDash[i % 4], lx + 27, ly,
+            html_escape(series[i].name));
     }
     return o + "</svg>";
 }
@@ -356,15 +398,25 @@ std::string timeline_charts(const Report& r, const Scenario& s,
     }
     std::string o = "<h2>Server timeline</h2>";
     Series f15 = gauge("forecast_15m", "forecast 15 min ahead", 1.0);
-    Series obs = gauge("observed_rps", "observed (last 10 min)", 1.0);
-    if (!f15.pts.empty() || !obs.pts.empty()) {
-        o += svg_chart("Offered rate and forecast", "seconds", "requests/s", {offered, obs, f15});
-    } else {
-        o += svg_chart("Offered rate", "seconds", "requests/s", {offered});
+    Series obs = gauge("observed_rps", "forecaster's observed rate", 1.0);
+    // The forecaster counts whole minutes: before its first minute closes it has seen
+    // nothing, and a zero line under real traffic would read as a fault.
+    const auto all_zero = [](const Series& x) {
+        return std::all_of(x.pts.begin(), x.pts.end(), [](auto p) { return p.second == 0; });
+    };
+    std::vector<Series> rate = {offered};
+    if (!obs.pts.empty() && !all_zero(obs)) rate.push_back(obs);
+    if (!f15.pts.empty() && !all_zero(f15)) rate.push_back(f15);
+    o += svg_chart(rate.size() > 1 ? "Offered rate and forecast" : "Offered rate", "seconds",
+                   "requests/s", rate);
+    if (rate.size() == 1 && (!obs.pts.empty() || !f15.pts.empty())) {
+        o += "<p>The server's forecaster had not closed a whole minute of traffic (or had no "
+             "forecast yet): its observed rate and forecast appear in runs longer than its "
+             "history needs.</p>";
     }
     o += svg_chart("Queue and warm level", "seconds", "requests / level",
                    {gauge("waiting", "waiting", 1.0), gauge("running", "running", 1.0),
-                    gauge("warm_level", "warm level (0-3)", 1.0)});
+                    gauge("warm_level", "warm level (0 off - 4 full)", 1.0)});
     return o;
 }
 
@@ -411,7 +463,8 @@ std::string html_report(const Report& r, const Scenario& s,
                     "collapse:collapse;"
                     "margin:1em 0}td,th{border:1px solid #ccc;padding:3px "
                     "8px;text-align:right}th{background:#f3f3f3}"
-                    ".pass{color:#080;font-weight:bold}.fail{color:#b00;font-weight:bold}.chart{"
+                    ".pass{color:#080;font-weight:bold}.fail{color:#b00;font-weight:bold}"
+                    ".none{color:#666;font-weight:bold}.chart{"
                     "margin:0.5em}</style>"
                     "</head><body>";
     o += fmt::format(
@@ -421,7 +474,15 @@ std::string html_report(const Report& r, const Scenario& s,
         html_escape(r.scenario), html_escape(r.url), html_escape(r.model),
         html_escape(r.started_at), r.duration_s, r.window_begin_s, r.window_end_s);
     o += fmt::format("<h2>Verdict: <span class='{}'>{}</span></h2>",
-                     r.verdict == "fail" ? "fail" : "pass", r.verdict);
+                     r.verdict == "fail" ? "fail" : r.verdict == "pass" ? "pass" : "none",
+                     r.verdict == "none" ? "none (no criteria given: --slo or a scenario's criteria)"
+                                         : r.verdict);
+    if (r.trace_skipped > 0 || r.trace_clamped > 0) {
+        o += fmt::format(
+            "<p>Trace: {} request{} over the server's max_model_len left out (--on-overlong "
+            "skip), {} shortened (clamp).</p>",
+            r.trace_skipped, r.trace_skipped == 1 ? "" : "s", r.trace_clamped);
+    }
     if (!r.criteria.empty()) {
         o += "<table><tr><th>criterion</th><th>value</th><th>result</th></tr>";
         for (const auto& c : r.criteria) {

@@ -292,15 +292,19 @@ void ForecastTier::fit(const RateSeries& s, int64_t minute) {
 
 void ForecastTier::update_prewarm_locked() {
     Prewarm p;
-    if (!forecast_.empty() && !series_.empty()) {
-        const double peak = *std::max_element(series_.begin(), series_.end());
+    // The observed rate is published whether or not a model forecasts yet (a young history
+    // has no forecast, and its traffic is still traffic).
+    double current = 0;
+    if (!series_.empty()) {
         const size_t k = std::min<size_t>(kCurrentMinutes, series_.size());
-        double current = 0;
         for (size_t i = series_.size() - k; i < series_.size(); ++i) {
             current += series_[i] / double(k);
         }
+    }
+    p.current_rps = current;
+    if (!forecast_.empty() && !series_.empty()) {
+        const double peak = *std::max_element(series_.begin(), series_.end());
         const double base = std::max({current, 0.05 * peak, 1.0 / 60.0});
-        p.current_rps = current;
         p.threshold_rps = o_.rise_factor * base;
         for (int64_t lead = 0; lead <= o_.lead_minutes; ++lead) {
             const double v = predicted_at(forecast_, forecast_from_, series_end_, lead);
