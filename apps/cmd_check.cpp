@@ -146,9 +146,9 @@ Item block_size(const std::string& url, const std::string& key) {
     const int64_t need = b.value("min_samples", int64_t(0));
     const bool decided = b.contains("last_decision") && !b["last_decision"].is_null();
     it.ok = policy != "static" && decided && n >= need;
-    it.evidence = fmt::format("policy {}, block size {}, {} requests observed (needs {}), {}",
-                              policy, b.value("block_size", 0), n, need,
-                              decided ? "decided" : "no decision yet");
+    it.evidence =
+        fmt::format("policy {}, block size {}, {} requests observed (needs {}), {}", policy,
+                    b.value("block_size", 0), n, need, decided ? "decided" : "no decision yet");
     if (!it.ok) {
         it.fix = policy == "static"
                      ? "start with --block-size-policy measured (CPU) or seed"
@@ -162,15 +162,17 @@ Item warmup(const std::string& url, const std::string& key) {
     const Got g = get(url, "/admin/warmup", key);
     const json s = g.body.is_object() ? g.body.value("startup", json::object()) : json::object();
     if (s.empty()) {
-        it.evidence = "GET /admin/warmup: " + (g.status ? std::string("no startup record") : g.error);
+        it.evidence =
+            "GET /admin/warmup: " + (g.status ? std::string("no startup record") : g.error);
         return it;
     }
     it.ok = s.value("ok", false);
-    it.evidence = fmt::format("mode {}, {:.2f} s, {}/{} API requests answered; dynamic {}, "
-                              "predictive {}",
-                              s.value("mode", "?"), s.value("seconds", 0.0),
-                              s.value("api_requests_ok", 0), s.value("api_requests", 0),
-                              g.body.value("dynamic", false), g.body.value("predictive", false));
+    it.evidence = fmt::format(
+        "mode {}, {:.2f} s, {}/{} API requests answered; dynamic {}, "
+        "predictive {}",
+        s.value("mode", "?"), s.value("seconds", 0.0), s.value("api_requests_ok", 0),
+        s.value("api_requests", 0), g.body.value("dynamic", false),
+        g.body.value("predictive", false));
     if (!it.ok) it.fix = "start with --warmup minimal (or full) and read the 'ready' log line";
     return it;
 }
@@ -245,8 +247,8 @@ Item fallback(const Target& t) {
     for (const std::string& u : t.replicas) {
         const Got h = get(u, "/admin/config/history?limit=200", t.backend_key);
         bool any = false;
-        for (const auto& v : h.body.is_object() ? h.body.value("versions", json::array())
-                                                : json::array()) {
+        for (const auto& v :
+             h.body.is_object() ? h.body.value("versions", json::array()) : json::array()) {
             any |= v.value("stable", false);
         }
         stable += any;
@@ -256,8 +258,9 @@ Item fallback(const Target& t) {
             hooks |= k.value("severe", false) || k.value("redeploy", false);
         }
     }
-    const bool standby = std::any_of(t.roles.begin(), t.roles.end(),
-                                     [](const std::string& r) { return r == "standby" || r == "dr"; });
+    const bool standby = std::any_of(t.roles.begin(), t.roles.end(), [](const std::string& r) {
+        return r == "standby" || r == "dr";
+    });
     it.ok = stable == int(t.replicas.size()) && (standby || hooks);
     it.evidence = fmt::format("{}/{} replicas have a stable version to roll back to; {}", stable,
                               t.replicas.size(),
@@ -274,7 +277,8 @@ Item fallback(const Target& t) {
 
 Item baseline(const Target& t, const CheckFlags& f, bool& has_baseline) {
     Item it{"baseline", "performance within the baseline's tolerance", false, "", ""};
-    auto store = bench::BaselineStore::open(f.db.empty() ? bench::BaselineStore::default_path() : f.db);
+    auto store =
+        bench::BaselineStore::open(f.db.empty() ? bench::BaselineStore::default_path() : f.db);
     if (!store) {
         it.evidence = store.error().message;
         return it;
@@ -322,10 +326,9 @@ Item baseline(const Target& t, const CheckFlags& f, bool& has_baseline) {
             worst += fmt::format(" {} {:+.1f}%", d.metric, 100 * d.delta_rel);
         }
     }
-    it.evidence = fmt::format("run #{} ({}) against baseline '{}': {}", cur->id, cur->created_at,
-                              name,
-                              it.ok ? fmt::format("within {:.0f}%", 100 * f.tolerance)
-                                    : "regressed:" + worst);
+    it.evidence = fmt::format(
+        "run #{} ({}) against baseline '{}': {}", cur->id, cur->created_at, name,
+        it.ok ? fmt::format("within {:.0f}%", 100 * f.tolerance) : "regressed:" + worst);
     if (!it.ok) it.fix = "find what changed: pagoda bench history, pagoda config history";
     return it;
 }
@@ -387,17 +390,25 @@ int run_check(const CheckFlags& f) {
     m.evidence += "; " + prometheus_check(*t, prom_ok);
     if (!prom_ok) {
         m.ok = false;
-        if (m.fix.empty()) m.fix = "scrape the targets with deploy/prometheus/prometheus.yml and its rules";
+        if (m.fix.empty())
+            m.fix = "scrape the targets with deploy/prometheus/prometheus.yml and its rules";
     }
     const std::vector<Item> items = {fold("sizing", sz[0].title, sz, *t),
                                      fold("block_size", bs[0].title, bs, *t),
-                                     fold("warmup", wu[0].title, wu, *t), m, fallback(*t), base};
+                                     fold("warmup", wu[0].title, wu, *t),
+                                     m,
+                                     fallback(*t),
+                                     base};
     const bool all = std::all_of(items.begin(), items.end(), [](const Item& i) { return i.ok; });
     if (f.json_out) {
-        json out = {{"target", f.url.empty() ? f.fleet : f.url}, {"ok", all}, {"items", json::array()}};
+        json out = {
+            {"target", f.url.empty() ? f.fleet : f.url}, {"ok", all}, {"items", json::array()}};
         for (const Item& i : items) {
-            out["items"].push_back({{"name", i.name}, {"title", i.title}, {"ok", i.ok},
-                                    {"evidence", i.evidence}, {"fix", i.fix}});
+            out["items"].push_back({{"name", i.name},
+                                    {"title", i.title},
+                                    {"ok", i.ok},
+                                    {"evidence", i.evidence},
+                                    {"fix", i.fix}});
         }
         std::printf("%s\n", out.dump(2).c_str());
     } else {
@@ -406,7 +417,8 @@ int run_check(const CheckFlags& f) {
                         i.title.c_str(), i.evidence.c_str());
             if (!i.ok && !i.fix.empty()) std::printf("                fix: %s\n", i.fix.c_str());
         }
-        const auto passed = std::count_if(items.begin(), items.end(), [](const Item& i) { return i.ok; });
+        const auto passed =
+            std::count_if(items.begin(), items.end(), [](const Item& i) { return i.ok; });
         std::printf("%zd/%zu items pass\n", passed, items.size());
     }
     return all ? 0 : 1;
@@ -422,8 +434,9 @@ void add_check(CLI::App& app, std::function<int()>& action) {
         "sizing, block size, warmup, monitoring, fallback, baseline; one line per item with "
         "its evidence, exit 1 on a miss");
     auto* url = c->add_option("--url", f->url, "A replica's base URL (http://host:port)");
-    auto* fleet = c->add_option("--fleet", f->fleet, "A fleet file whose fleet is up (pagoda fleet up)")
-                      ->check(CLI::ExistingFile);
+    auto* fleet =
+        c->add_option("--fleet", f->fleet, "A fleet file whose fleet is up (pagoda fleet up)")
+            ->check(CLI::ExistingFile);
     url->excludes(fleet);
     c->add_option("--admin-api-key", f->admin_key,
                   "Admin key of the replica or the fleet's router (also PAGODA_ADMIN_API_KEY)");

@@ -7,8 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "apps/cli_common.h"

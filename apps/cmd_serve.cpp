@@ -1,6 +1,8 @@
 // `pagoda serve`: the OpenAI-compatible HTTP server over the batching engine. Loads the
 // model, warms up (not ready until then), serves, and on SIGTERM/SIGINT drains: new
 // requests get 503, in-flight ones finish (up to --shutdown-timeout), then exit 0.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <condition_variable>
 #include <csignal>
@@ -10,8 +12,6 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
-
-#include <unistd.h>
 
 #include "apps/chat_flags.h"
 #include "apps/cli_common.h"

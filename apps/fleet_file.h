@@ -29,7 +29,7 @@ struct FleetFile {
     std::string host = "127.0.0.1";
     int base_port = 8100;
     std::string state_dir;  // "" = the default state directory
-    std::string image;  // default: pagoda:<this build's version>
+    std::string image;      // default: pagoda:<this build's version>
     double drain_timeout_s = 30;
     // Where a rendered KEDA ScaledObject reads the replicas' metrics (pools with min_replicas 0).
     std::string prometheus_url = "http://prometheus-operated.monitoring.svc:9090";

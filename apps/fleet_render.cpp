@@ -81,7 +81,8 @@ Sizing pod_sizing(const Profile& prof) {
     Sizing s;
     if (flag(prof, "--backend").value_or("cpu") == "sim") {
         s.resources = "requests: {cpu: \"1\", memory: 1Gi}\nlimits: {memory: 2Gi}\n";
-        s.note = fmt::format("simulated {} on {}: no GPU asked for", flag(prof, "--sim-model").value_or("model"),
+        s.note = fmt::format("simulated {} on {}: no GPU asked for",
+                             flag(prof, "--sim-model").value_or("model"),
                              flag(prof, "--sim-gpu").value_or("a GPU"));
         return s;
     }
@@ -161,13 +162,14 @@ std::string key_env(const FleetFile& f, bool router) {
 std::string pool_manifests(const FleetFile& f, const router::PoolConfig& p, const std::string& ns) {
     const std::string name = render::pool_object(f, p);
     const Profile& prof = f.profiles.at(p.profile);
-    std::vector<std::string> args = {"serve", "--host", "0.0.0.0", "--port", "8000",
-                                     "--state-dir", "/var/lib/pagoda"};
+    std::vector<std::string> args = {"serve", "--host",      "0.0.0.0",        "--port",
+                                     "8000",  "--state-dir", "/var/lib/pagoda"};
     args.insert(args.end(), prof.args.begin(), prof.args.end());
     const int grace = int(f.drain_timeout_s) + 15;
     const Sizing sz = pod_sizing(prof);
     const int start = render::start_replicas(f, p);
-    return fmt::format(R"(---
+    return fmt::format(
+        R"(---
 apiVersion: apps/v1
 kind: StatefulSet
 metadata:
@@ -238,18 +240,15 @@ spec:
   selector:
     matchLabels: {{app.kubernetes.io/name: {fleet}, pagoda.dev/pool: {pool}}}
 )",
-                       fmt::arg("name", name), fmt::arg("ns", ns), fmt::arg("fleet", f.name),
-                       fmt::arg("pool", p.name), fmt::arg("profile", p.profile),
-                       fmt::arg("replicas", start),
-                       fmt::arg("start_note", start == p.replicas
-                                                  ? ""
-                                                  : "  # at zero until the schedule pre-warms it"),
-                       fmt::arg("grace", grace), fmt::arg("image", q(f.image)),
-                       fmt::arg("args", args_yaml(args, "            ")),
-                       fmt::arg("env", indent(key_env(f, false), "          ")),
-                       fmt::arg("note", sz.note),
-                       fmt::arg("resources", indent(sz.resources, "            ")),
-                       fmt::arg("state", sz.state_bytes / kMiB));
+        fmt::arg("name", name), fmt::arg("ns", ns), fmt::arg("fleet", f.name),
+        fmt::arg("pool", p.name), fmt::arg("profile", p.profile), fmt::arg("replicas", start),
+        fmt::arg("start_note",
+                 start == p.replicas ? "" : "  # at zero until the schedule pre-warms it"),
+        fmt::arg("grace", grace), fmt::arg("image", q(f.image)),
+        fmt::arg("args", args_yaml(args, "            ")),
+        fmt::arg("env", indent(key_env(f, false), "          ")), fmt::arg("note", sz.note),
+        fmt::arg("resources", indent(sz.resources, "            ")),
+        fmt::arg("state", sz.state_bytes / kMiB));
 }
 
 // Prometheus operator: every replica and the router, with the pool label the exported
@@ -286,8 +285,8 @@ std::string router_toml(const FleetFile& f, const std::string& ns) {
         "breaker_rollback_windows = {}\ncanary_tolerance = {}\ncanary_min_samples = {}\n"
         "hold_timeout_s = {}\n",
         c.max_retries, c.max_resumes, c.breaker_threshold, c.breaker_window_s,
-        c.breaker_min_samples, c.breaker_rollback_windows, c.canary_tolerance,
-        c.canary_min_samples, c.hold_timeout_s);
+        c.breaker_min_samples, c.breaker_rollback_windows, c.canary_tolerance, c.canary_min_samples,
+        c.hold_timeout_s);
     for (const auto& p : c.pools) {
         t += fmt::format("[[router.pools]]\nname = {}\nrole = \"{}\"\n", q(p.name),
                          router::role_name(p.role));
@@ -382,9 +381,9 @@ spec:
 }  // namespace
 
 std::string render_kubernetes(const FleetFile& f, const std::string& ns) {
-    std::string out = fmt::format(
-        "# Rendered by `pagoda fleet render --target kubernetes` from {} (image {}).\n", f.path,
-        f.image);
+    std::string out =
+        fmt::format("# Rendered by `pagoda fleet render --target kubernetes` from {} (image {}).\n",
+                    f.path, f.image);
     out += secret(f, ns);
     for (const auto& p : f.router.pools) {
         if (p.profile.empty()) continue;

@@ -137,12 +137,12 @@ std::string scaled_object(const FleetFile& f, const router::PoolConfig& p, const
                                       p.name)
                                 : "";
     if (w) {
-        why += fmt::format("{}The schedule pre-warms {} at {:02}:{:02} ({}): it runs from then "
-                           "until {:02}:{:02}, after the\n# traffic went back and the last "
-                           "streams drained, and is at zero the rest of the day.",
-                           why.empty() ? "" : "\n# ", p.name, w->start_minute / 60,
-                           w->start_minute % 60, w->time_zone, w->end_minute / 60,
-                           w->end_minute % 60);
+        why += fmt::format(
+            "{}The schedule pre-warms {} at {:02}:{:02} ({}): it runs from then "
+            "until {:02}:{:02}, after the\n# traffic went back and the last "
+            "streams drained, and is at zero the rest of the day.",
+            why.empty() ? "" : "\n# ", p.name, w->start_minute / 60, w->start_minute % 60,
+            w->time_zone, w->end_minute / 60, w->end_minute % 60);
     }
     std::string triggers = w ? cron_trigger(*w, std::max(1, p.replicas)) : "";
     if (p.sized()) triggers += prometheus_triggers(f, p);
@@ -167,8 +167,7 @@ spec:
                        fmt::arg("ns", ns), fmt::arg("min", p.sized() ? z.min_replicas : 0),
                        fmt::arg("max", max),
                        fmt::arg("idle", int(p.sized() ? z.idle_to_zero_s : 300)),
-                       fmt::arg("behavior", behavior(z, "      ")),
-                       fmt::arg("triggers", triggers));
+                       fmt::arg("behavior", behavior(z, "      ")), fmt::arg("triggers", triggers));
 }
 
 }  // namespace

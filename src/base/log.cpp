@@ -59,7 +59,8 @@ bool next_pair(std::string_view line, size_t& i, std::string& out) {
     bool quoted = v < line.size() && line[v] == '"';
     if (quoted) {  // to the closing quote that ends the line or precedes a space
         end = v + 1;
-        while (end < line.size() && !(line[end] == '"' && (end + 1 == line.size() || line[end + 1] == ' '))) {
+        while (end < line.size() &&
+               !(line[end] == '"' && (end + 1 == line.size() || line[end + 1] == ' '))) {
             end += line[end] == '\\' ? 2 : 1;
         }
         if (end >= line.size()) return false;
@@ -124,8 +125,9 @@ void log_line(LogLevel level, const std::string& line) {
     char ts[32];
     if (LogFormat(g_format.load(std::memory_order_relaxed)) == LogFormat::kJson) {
         std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            now.time_since_epoch()).count() % 1000;
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
+            1000;
         std::string j = log_line_json(kNames[int(level)], line);
         std::fprintf(stderr, "{\"ts\": \"%s.%03dZ\", %s\n", ts, int(ms), j.c_str() + 1);
         return;

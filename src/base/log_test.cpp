@@ -1,8 +1,8 @@
+#include "base/log.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
-#include "base/log.h"
 
 namespace pagoda {
 namespace {
@@ -12,7 +12,8 @@ nlohmann::json parsed(const std::string& line) {
 }
 
 TEST(LogJson, PairsBecomeFieldsWithTheirTypes) {
-    auto j = parsed(R"(access id=req-1 route=/v1/completions status=200 ttft_ms=12.5 ok=true reason="no blocks left")");
+    auto j = parsed(
+        R"(access id=req-1 route=/v1/completions status=200 ttft_ms=12.5 ok=true reason="no blocks left")");
     EXPECT_EQ(j["level"], "info");
     EXPECT_EQ(j["event"], "access");
     EXPECT_EQ(j["id"], "req-1");

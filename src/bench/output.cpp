@@ -124,7 +124,8 @@ std::string svg_chart(const std::string& title, const std::string& xlabel,
             "<polyline fill='none' stroke='{}' stroke-width='{}' stroke-dasharray='{}' "
             "points='{}'/>",
             color, i == 0 ? 2.5 : 1.5, kDash[i % 4], pts);
-        const double lx = L + double(i % per_row) * 190, ly = T + PH + B + 12 + 16 * double(i / per_row);
+        const double lx = L + double(i % per_row) * 190,
+                     ly = T + PH + B + 12 + 16 * double(i / per_row);
         o += fmt::format(
             "<line x1='{}' x2='{}' y1='{}' y2='{}' stroke='{}' stroke-width='2' "
             "stroke-dasharray='{}'/><text x='{}' y='{}' font-size='11'>{}</text>",
@@ -473,10 +474,13 @@ std::string html_report(const Report& r, const Scenario& s,
         "counted window {:.0f}&ndash;{:.0f} s</p>",
         html_escape(r.scenario), html_escape(r.url), html_escape(r.model),
         html_escape(r.started_at), r.duration_s, r.window_begin_s, r.window_end_s);
-    o += fmt::format("<h2>Verdict: <span class='{}'>{}</span></h2>",
-                     r.verdict == "fail" ? "fail" : r.verdict == "pass" ? "pass" : "none",
-                     r.verdict == "none" ? "none (no criteria given: --slo or a scenario's criteria)"
-                                         : r.verdict);
+    o +=
+        fmt::format("<h2>Verdict: <span class='{}'>{}</span></h2>",
+                    r.verdict == "fail"   ? "fail"
+                    : r.verdict == "pass" ? "pass"
+                                          : "none",
+                    r.verdict == "none" ? "none (no criteria given: --slo or a scenario's criteria)"
+                                        : r.verdict);
     if (r.trace_skipped > 0 || r.trace_clamped > 0) {
         o += fmt::format(
             "<p>Trace: {} request{} over the server's max_model_len left out (--on-overlong "

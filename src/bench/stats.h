@@ -100,7 +100,7 @@ struct Report {
     std::vector<SecondBucket> series;
     std::vector<ServerSample> server;  // the first target's timeline (target 0's report only)
     std::vector<CriterionResult> criteria;
-    std::string verdict = "none";  // pass, fail, none
+    std::string verdict = "none";                  // pass, fail, none
     int64_t trace_skipped = 0, trace_clamped = 0;  // trace requests over max_model_len
     // Client honesty: how late requests were sent against their schedule.
     double send_lag_p50_ms = 0, send_lag_p99_ms = 0, send_lag_max_ms = 0;

@@ -47,14 +47,14 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
     void on_status(int a, int status);
     void on_body(int a, std::string_view data);
     void on_done(int a, const http::ClientError* err);
-    void upstream_failed(const std::string& why);                            // mu_ held
-    void on_event(const std::string& data);                                  // mu_ held
-    void forward(json& choice, const json& chunk, const std::string& raw);   // mu_ held
-    void write_client(const std::string& data);                              // mu_ held
-    void finish_stream();                                                    // mu_ held
-    void reply_now(int status, const json& body, bool retry_after = false);  // mu_ held
-    void fail_stream(const std::string& msg);                                // mu_ held
-    void done(int code);                                                     // mu_ held
+    void upstream_failed(const std::string& why);                               // mu_ held
+    void on_event(const std::string& data);                                     // mu_ held
+    void forward(json& choice, const json& chunk, const std::string& raw);      // mu_ held
+    void write_client(const std::string& data);                                 // mu_ held
+    void finish_stream();                                                       // mu_ held
+    void reply_now(int status, const json& body, bool retry_after = false);     // mu_ held
+    void fail_stream(const std::string& msg);                                   // mu_ held
+    void done(int code);                                                        // mu_ held
     void access(int status, int64_t prompt_tokens, int64_t completion_tokens);  // mu_ held
     bool resumable() const;
     int64_t generated() const;
@@ -508,9 +508,9 @@ void ProxyCall::done(int code) {
     core_->record_arm(backend_->pool(),
                       {now, t_first_ >= 0 ? t_first_ - t_start_ : -1, now - t_start_,
                        prompt >= core_->cfg.long_prompt_tokens, code == 200});
-    access(code, prompt, base_completion_ + (seg_completion_ >= 0
-                                                 ? seg_completion_
-                                                 : generated() - base_completion_));
+    access(code, prompt,
+           base_completion_ +
+               (seg_completion_ >= 0 ? seg_completion_ : generated() - base_completion_));
 }
 
 // One `access` line: the request id the backend logged too, and which replica served it.

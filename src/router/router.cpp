@@ -331,10 +331,10 @@ http::Reply handle(const std::shared_ptr<Core>& core, const http::Request& req) 
         return {m, {}};
     }
     if (p.starts_with("/admin/")) {
-        const bool ok = (req.method == "GET" && core->cfg.admin_read_open) ||
-                        (core->cfg.admin_api_keys.empty()
-                             ? loopback(req)
-                             : key_matches(bearer(req), core->cfg.admin_api_keys));
+        const bool ok =
+            (req.method == "GET" && core->cfg.admin_read_open) ||
+            (core->cfg.admin_api_keys.empty() ? loopback(req)
+                                              : key_matches(bearer(req), core->cfg.admin_api_keys));
         if (!ok) {
             return {api_error(401,
                               core->cfg.admin_api_keys.empty()

@@ -307,9 +307,9 @@ void Call::finish() {
         finish_stream(failed);
     } else if (failed) {
         ctx_.metrics.count_response(status);
-        http::Response r = api_error(status,
-                                     error_message_.empty() ? "the request failed" : error_message_,
-                                     status == 429 ? "rate_limit_error" : "server_error");
+        http::Response r =
+            api_error(status, error_message_.empty() ? "the request failed" : error_message_,
+                      status == 429 ? "rate_limit_error" : "server_error");
         r.headers.emplace_back("X-Request-Id", ctx_.request_id);
         resp_->send(std::move(r));
     } else {

@@ -80,8 +80,8 @@ std::string request_id_of(const http::Request& req) {
 }
 
 http::Reply OpenAiServer::handle(const http::Request& req, Origin origin) {
-    const bool api = req.path.starts_with("/v1/") || req.path == "/tokenize" ||
-                     req.path == "/detokenize";
+    const bool api =
+        req.path.starts_with("/v1/") || req.path == "/tokenize" || req.path == "/detokenize";
     const std::string rid = api ? request_id_of(req) : std::string();
     http::Reply r = route(req, origin, rid);
     if (!r.deferred) metrics_.count_response(r.now.status);

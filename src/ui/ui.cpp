@@ -1,3 +1,4 @@
+// The console's files for the HTTP servers (the contract is in ui/ui.h).
 #include "ui/ui.h"
 
 #include <string>
@@ -56,8 +57,7 @@ std::optional<http::Response> serve(std::string_view path, Kind kind) {
     r.body = std::string(*data);
     if (name == "index.html") {
         const std::string mark = "data-kind=\"replica\"";
-        if (const size_t at = r.body.find(mark);
-            at != std::string::npos && kind == Kind::kRouter) {
+        if (const size_t at = r.body.find(mark); at != std::string::npos && kind == Kind::kRouter) {
             r.body.replace(at, mark.size(), "data-kind=\"router\"");
         }
     }

@@ -40,7 +40,8 @@ struct Rig {
         const std::string dir = fresh_dir(name);
         cm = std::move(ConfigManager::open(*engine, {.state_dir = dir,
                                                      .stable_window = std::chrono::seconds(600),
-                                                     .deployment = "", .origin = ""})
+                                                     .deployment = "",
+                                                     .origin = ""})
                            .value());
         std::filesystem::create_directories(dir);
         rules_path = dir + "/rules.toml";

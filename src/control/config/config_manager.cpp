@@ -26,7 +26,8 @@ Result<std::unique_ptr<ConfigManager>> ConfigManager::open(engine::Engine& engin
                              : last->deployment != opts.deployment
                                  ? "started on a different deployment than the last version"
                                  : "started with settings that differ from the last version";
-        const std::string why = opts.origin.empty() ? reason : fmt::format("{}; {}", reason, opts.origin);
+        const std::string why =
+            opts.origin.empty() ? reason : fmt::format("{}; {}", reason, opts.origin);
         PAGODA_ASSIGN_OR_RETURN(m->current_,
                                 m->store_.append(running, "startup", why, unix_ms_now()));
     }

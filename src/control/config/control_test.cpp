@@ -144,8 +144,10 @@ ChangeRequest req(json patch, std::optional<int64_t> base = std::nullopt, std::s
 TEST(ConfigManager, ChangesApplyRecordConflictAndRollBack) {
     const std::string dir = fresh_dir("manager");
     auto eng = small_engine();
-    auto m = ConfigManager::open(
-        *eng, {.state_dir = dir, .stable_window = std::chrono::seconds(10), .deployment = "", .origin = ""});
+    auto m = ConfigManager::open(*eng, {.state_dir = dir,
+                                        .stable_window = std::chrono::seconds(10),
+                                        .deployment = "",
+                                        .origin = ""});
     ASSERT_TRUE(m.ok()) << m.error().message;
     ConfigManager& cm = **m;
     const int64_t v1 = cm.current().id;
@@ -196,8 +198,10 @@ TEST(ConfigManager, ChangesApplyRecordConflictAndRollBack) {
 
     // A restart with the same settings continues the history; other settings add a version.
     m->reset();
-    auto again = ConfigManager::open(
-        *eng, {.state_dir = dir, .stable_window = std::chrono::seconds(600), .deployment = "", .origin = ""});
+    auto again = ConfigManager::open(*eng, {.state_dir = dir,
+                                            .stable_window = std::chrono::seconds(600),
+                                            .deployment = "",
+                                            .origin = ""});
     ASSERT_TRUE(again.ok());
     EXPECT_EQ((*again)->current().id, to_v1->id);
     auto h = (*again)->history(100);
@@ -208,9 +212,10 @@ TEST(ConfigManager, ChangesApplyRecordConflictAndRollBack) {
 
     // Another deployment sharing the state directory (another model, card or TP) starts its
     // own line: the stable versions above are never its rollback targets.
-    auto other = ConfigManager::open(
-        *eng,
-        {.state_dir = dir, .stable_window = std::chrono::seconds(10), .deployment = "sim tp=2", .origin = ""});
+    auto other = ConfigManager::open(*eng, {.state_dir = dir,
+                                            .stable_window = std::chrono::seconds(10),
+                                            .deployment = "sim tp=2",
+                                            .origin = ""});
     ASSERT_TRUE(other.ok());
     EXPECT_NE((*other)->current().id, to_v1->id) << "a new startup version";
     EXPECT_EQ((*other)->current().deployment, "sim tp=2");
