@@ -92,14 +92,8 @@ start_server "$TMP/b1.log" || exit 1
 B1=$(URL "")
 start_server "$TMP/b2.log" || exit 1
 B2=$(URL "")
-"$BIN" router --port 0 --backend "$B1" --backend "$B2" --state-dir "$TMP/router-state" 2>"$TMP/router.log" &
-PIDS+=($!)
-RT=""
-for _ in $(seq 100); do
-    RT=$(grep -o 'listening url=http://127.0.0.1:[0-9]*' "$TMP/router.log" | head -1 | sed 's/.*url=//')
-    [ -n "$RT" ] && curl -sf "$RT/ready" >/dev/null 2>&1 && break
-    sleep 0.1
-done
+start_router_on "$TMP/router.log" --backend "$B1" --backend "$B2" || exit 1
+RT=$RURL
 expect_eq "GET / on the router redirects to the console" "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$RT/")" "302 $RT/ui/"
 load "$RT" 30 &
 LOAD=$!

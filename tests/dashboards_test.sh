@@ -26,14 +26,8 @@ start_server "$TMP/a.log" || exit 1
 A="127.0.0.1:$PORT"
 start_server "$TMP/b.log" || exit 1
 B="127.0.0.1:$PORT"
-"$BIN" router --port 0 --backend "http://$A" --backend "http://$B" --state-dir "$TMP/rs" 2>"$TMP/router.log" &
-PIDS+=($!)
-RT=""
-for _ in $(seq 100); do
-    RT=$(grep -o 'listening url=http://127.0.0.1:[0-9]*' "$TMP/router.log" | head -1 | sed 's/.*url=http:\/\///')
-    [ -n "$RT" ] && curl -sf "http://$RT/ready" >/dev/null 2>&1 && break
-    sleep 0.1
-done
+start_router_on "$TMP/router.log" --backend "http://$A" --backend "http://$B" || exit 1
+RT=${RURL#http://}
 PPORT=$((19000 + ($$ % 500)))
 cp "$D/prometheus/pagoda-rules.yml" "$TMP/"
 cat >"$TMP/prometheus.yml" <<YAML

@@ -45,6 +45,22 @@ start_server() {
     echo "server did not become ready:"; cat "$log"; return 1
 }
 
+# start_router_on LOG ARGS...: `pagoda router` on an ephemeral port with its own state
+# directory, waiting for /ready; sets RURL (http://127.0.0.1:PORT).
+start_router_on() {
+    local log=$1
+    shift
+    "$BIN" router --port 0 --state-dir "$(mktemp -d "$TMP/router-XXXX")" "$@" 2>"$log" &
+    PIDS+=($!)
+    RURL=""
+    for _ in $(seq 100); do
+        RURL=$(grep -o 'listening url=http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*url=//')
+        [ -n "$RURL" ] && curl -sf "$RURL/ready" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "router did not become ready:"; cat "$log"; return 1
+}
+
 # events NAME PYEXPR: evaluates PYEXPR over ev, the audit log of the fleet NAME's state
 # database ($TMP/state-NAME/pagoda.db) as (kind, detail) pairs, oldest first.
 events() {

@@ -70,7 +70,7 @@ std::string svg_chart(const std::string& title, const std::string& xlabel,
                       const std::string& ylabel, const std::vector<Series>& series) {
     const double W = 640, L = 64, R = 20, T = 30, B = 44, PH = 230;
     const int per_row = 3;
-    const double legend_h = 16.0 * double((series.size() + per_row - 1) / per_row);
+    const double legend_h = 16.0 * std::ceil(double(series.size()) / per_row);
     const double H = T + PH + B + legend_h;
     double xmin = INFINITY, xmax = -INFINITY, ymin = 0, ymax = -INFINITY;
     for (const auto& s : series) {
@@ -125,7 +125,7 @@ std::string svg_chart(const std::string& title, const std::string& xlabel,
             "points='{}'/>",
             color, i == 0 ? 2.5 : 1.5, kDash[i % 4], pts);
         const double lx = L + double(i % per_row) * 190,
-                     ly = T + PH + B + 12 + 16 * double(i / per_row);
+                     ly = T + PH + B + 12 + 16 * std::floor(double(i) / per_row);
         o += fmt::format(
             "<line x1='{}' x2='{}' y1='{}' y2='{}' stroke='{}' stroke-width='2' "
             "stroke-dasharray='{}'/><text x='{}' y='{}' font-size='11'>{}</text>",

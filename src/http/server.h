@@ -75,6 +75,10 @@ struct Reply {
 
 using Handler = std::function<Reply(const Request&)>;
 
+// The request's id for logs and the X-Request-Id answer: the client's X-Request-Id when it
+// is a plain token (letters, digits, -_.:, at most 128 characters), else a new "req-..." one.
+std::string request_id(const Request& req);
+
 struct ServerOptions {
     std::string host = "127.0.0.1";
     int port = 8000;                   // 0 = any free port (see Server::port())

@@ -3,11 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <future>
-#include <random>
 #include <thread>
 
 #include "base/log.h"
@@ -111,19 +108,6 @@ Result<CallInput> generation_input(const Core& core, const http::Request& req, b
             ? double(mix64(in.key.session) >> 11) * 0x1.0p-53
             : double(mix64(uint64_t(core.now_s() * 1e9) ^ uint64_t(&in)) >> 11) * 0x1.0p-53;
     return in;
-}
-
-// The client's X-Request-Id when it is a plain token, else a new one: sent to the backend
-// (whose access log names it too) and back to the client.
-std::string request_id_of(const http::Request& req) {
-    const std::string_view h = req.header("x-request-id");
-    const bool plain = !h.empty() && h.size() <= 128 && std::all_of(h.begin(), h.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
-               c == ':';
-    });
-    if (plain) return std::string(h);
-    static thread_local std::mt19937_64 rng(std::random_device{}());
-    return fmt::format("req-{:016x}{:08x}", rng(), uint32_t(rng()));
 }
 
 http::Reply proxy(const std::shared_ptr<Core>& core, CallInput in) {
@@ -354,7 +338,7 @@ http::Reply handle(const std::shared_ptr<Core>& core, const http::Request& req) 
     if ((chat || p == "/v1/completions") && req.method == "POST") {
         auto in = generation_input(*core, req, chat);
         if (!in) return {api_error(400, in.error().message, "invalid_request_error"), {}};
-        in->request_id = request_id_of(req);
+        in->request_id = http::request_id(req);
         return proxy(core, std::move(*in));
     }
     // Everything else (models, tokenize, ...) goes to one backend as it is.
@@ -364,7 +348,7 @@ http::Reply handle(const std::shared_ptr<Core>& core, const http::Request& req) 
     in.raw_body = req.body;
     in.content_type = std::string(req.header("content-type"));
     in.key.draw = 0.5;
-    in.request_id = request_id_of(req);
+    in.request_id = http::request_id(req);
     return proxy(core, std::move(in));
 }
 

@@ -3,9 +3,6 @@
 
 #include <fmt/core.h>
 
-#include <algorithm>
-#include <cctype>
-
 #include "base/hash.h"
 #include "base/log.h"
 #include "server/api_error.h"
@@ -68,21 +65,10 @@ bool OpenAiServer::admin_authorized(const http::Request& req) const {
     return bearer_matches(req, cfg_.admin_api_keys);
 }
 
-// A request's id: the client's (or router's) X-Request-Id when it is a plain token, else a
-// new one. It names the request in the access log and comes back as X-Request-Id.
-std::string request_id_of(const http::Request& req) {
-    const std::string_view h = req.header("x-request-id");
-    const bool plain = !h.empty() && h.size() <= 128 && std::all_of(h.begin(), h.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
-               c == ':';
-    });
-    return plain ? std::string(h) : random_id("req-");
-}
-
 http::Reply OpenAiServer::handle(const http::Request& req, Origin origin) {
     const bool api =
         req.path.starts_with("/v1/") || req.path == "/tokenize" || req.path == "/detokenize";
-    const std::string rid = api ? request_id_of(req) : std::string();
+    const std::string rid = api ? http::request_id(req) : std::string();
     http::Reply r = route(req, origin, rid);
     if (!r.deferred) metrics_.count_response(r.now.status);
     if (api && !r.deferred) {  // answered at once (errors, models, tokenize): logged here
