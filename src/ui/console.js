@@ -257,13 +257,16 @@ function diffText(d) {
   return Object.entries(d || {}).map(([k, v]) => `${k}: ${JSON.stringify(v.from)} → ${JSON.stringify(v.to)}`).join("<br>");
 }
 
+let ruleActions = {};  // rule name -> its actions (GET /admin/rules)
 const renderAlerts = (b) => {
   const rows = (b.alerts || []).map((a) => [esc(a.rule), `<span class="sev-${esc(a.severity)}">${esc(a.severity)}</span>`,
     `<span class="${a.state === "firing" ? "firing sev-" + esc(a.severity) : ""}">${esc(a.state)}</span>`,
-    a.value === null || a.value === undefined ? "" : esc(+Number(a.value).toPrecision(4))]);
+    a.value === null || a.value === undefined ? "" : esc(+Number(a.value).toPrecision(4)),
+    esc((ruleActions[a.rule] || []).join(", "))]);
   const buttons = KIND === "replica" ? `<p><button class="secondary" data-act="pause">Pause automatic actions</button>
     <button class="secondary" data-act="resume">Resume</button></p>` : "";
-  return buttons + table(["rule", "severity", "state", "value"], rows);
+  return buttons + table(["rule", "severity", "state", "value", "actions"], rows) +
+    '<p class="diff">What each action did is in the audit log (kind alert_action).</p>';
 };
 const renderConfig = (b) => table(["version", "when", "source", "reason", "change", ""], (b.versions || []).map((v) => [
   `v${v.id}${v.id === b.current_version ? " <b>(current)</b>" : ""}${v.stable ? ' <span class="ok">stable</span>' : ""}`,
@@ -292,6 +295,10 @@ function renderAudit() {
 }
 
 async function pollTables() {
+  if (KIND === "replica" && !Object.keys(ruleActions).length) {
+    const r = await api("/admin/rules");
+    if (r.ok) for (const x of r.body.rules || []) ruleActions[x.name] = x.actions || [];
+  }
   const jobs = [section("alerts", "/admin/alerts", renderAlerts)];
   if (KIND === "replica") {
     jobs.push(section("config", "/admin/config/history?limit=20", renderConfig),
