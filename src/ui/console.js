@@ -299,9 +299,10 @@ async function pollTables() {
     const r = await api("/admin/rules");
     if (r.ok) for (const x of r.body.rules || []) ruleActions[x.name] = x.actions || [];
   }
-  const jobs = [section("alerts", "/admin/alerts", renderAlerts)];
-  if (KIND === "replica") {
-    jobs.push(section("config", "/admin/config/history?limit=20", renderConfig),
+  const jobs = [];
+  if (KIND === "replica") {  // a router has no alert routes: its replicas' consoles show theirs
+    jobs.push(section("alerts", "/admin/alerts", renderAlerts),
+      section("config", "/admin/config/history?limit=20", renderConfig),
       section("blocksize", "/admin/block-size", renderBlock), section("warm", "/admin/warmup", renderWarm));
   } else {
     jobs.push(section("pools", "/admin/pools", renderPools), section("rollout", "/admin/rollout", renderRollout),
