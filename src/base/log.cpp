@@ -14,21 +14,7 @@ std::atomic<int> g_format{int(LogFormat::kText)};
 
 void json_string(std::string& out, std::string_view s) {
     out += '"';
-    for (const char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\t': out += "\\t"; break;
-            case '\r': out += "\\r"; break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20) {
-                    out += fmt::format("\\u{:04x}", int(c));
-                } else {
-                    out += c;
-                }
-        }
-    }
+    out += json_escape(s);
     out += '"';
 }
 
@@ -89,6 +75,26 @@ bool next_pair(std::string_view line, size_t& i, std::string& out) {
 }
 
 }  // namespace
+
+std::string json_escape(std::string_view s) {
+    std::string out;
+    for (const char c : s) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            case '\r': out += "\\r"; break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20) {
+                    out += fmt::format("\\u{:04x}", int(c));
+                } else {
+                    out += c;
+                }
+        }
+    }
+    return out;
+}
 
 void set_log_level(LogLevel level) { g_level.store(int(level)); }
 LogLevel log_level() { return LogLevel(g_level.load(std::memory_order_relaxed)); }

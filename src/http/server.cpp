@@ -26,24 +26,6 @@ std::string_view Request::header(std::string_view lower_name) const {
 
 namespace {
 
-std::string json_escape(std::string_view s) {
-    std::string out;
-    for (char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20) {
-                    out += fmt::format("\\u{:04x}", int(c));
-                } else {
-                    out += c;
-                }
-        }
-    }
-    return out;
-}
-
 Response error_response(int status, std::string_view message, std::string_view type) {
     Response r;
     r.status = status;
