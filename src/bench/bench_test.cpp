@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <numeric>
+#include <regex>
 
 #include "bench/baseline.h"
 #include "bench/output.h"
@@ -448,6 +449,28 @@ TEST(Output, JsonHasTheDocumentedTopLevelFields) {
     EXPECT_DOUBLE_EQ(server_cpu_ms_per_request(r), 500.0);
     EXPECT_NE(terminal_summary(r).find("server CPU: 500.000 ms per request"), std::string::npos)
         << terminal_summary(r);
+}
+
+TEST(Output, ChartTicksAreRoundAndAVerdictOfNoneIsNotAPass) {
+    Scenario s;
+    s.classes = {RequestClass{}};
+    std::vector<RequestRecord> rs;
+    for (int i = 0; i < 40; ++i) {  // awkward latencies: 0.79 ms, 4.688 ms, ...
+        rs.push_back(rec(0, 0.0009383 * i, 0.0007904 + 0.0001172 * i, 0.004688 + 0.0003 * i, 3));
+    }
+    Report r = build_report(s, rs, 1);
+    ASSERT_EQ(r.verdict, "none");
+    const std::string html = html_report(r, s, rs);
+    // Every tick label: digits with at most two decimals (1, 2, 2.5 or 5 times 10^k steps).
+    const std::regex tick("font-size='10' text-anchor='(?:end|middle)'>([^<]*)</text>");
+    int ticks = 0;
+    for (std::sregex_iterator it(html.begin(), html.end(), tick), end; it != end; ++it, ++ticks) {
+        EXPECT_TRUE(std::regex_match((*it)[1].str(), std::regex("-?[0-9]+(\\.[0-9]{1,2})?k?")))
+            << (*it)[1].str();
+    }
+    EXPECT_GT(ticks, 20);
+    EXPECT_NE(html.find("<span class='none'>none"), std::string::npos);
+    EXPECT_EQ(html.find("<span class='pass'>"), std::string::npos);
 }
 
 }  // namespace
