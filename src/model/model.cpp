@@ -65,7 +65,7 @@ Result<std::unique_ptr<Model>> Model::load_on_this_thread(const std::string& pat
                           "{}: architecture '{}' is not supported (supported: {})", path, arch,
                           known);
     }
-    PAGODA_ASSIGN_OR_RETURN(m->cfg_, read_config(g, arch));
+    PAGODA_ASSIGN_OR_RETURN(m->cfg_, read_config(g, *m->arch_));
     if (g.tensors().empty()) {
         return make_error(ErrorCode::kInvalidFile,
                           "{}: the file has no tensors (a vocab-only file cannot generate)", path);
@@ -168,8 +168,11 @@ Status Model::load_weights(const std::string& path, const LoadOptions& opts) {
 
 void Model::embed(const ForwardBatch& b, float* x) const {
     for (int32_t t = 0; t < b.num_tokens(); ++t) {
-        kernels::ref::dequantize_row(weights_.token_embd, b.token_ids[size_t(t)],
-                                     x + size_t(t) * size_t(cfg_.dim));
+        float* xt = x + size_t(t) * size_t(cfg_.dim);
+        kernels::ref::dequantize_row(weights_.token_embd, b.token_ids[size_t(t)], xt);
+        if (cfg_.embedding_scale != 1.0f) {
+            for (int i = 0; i < cfg_.dim; ++i) xt[i] *= cfg_.embedding_scale;
+        }
     }
 }
 
@@ -224,9 +227,12 @@ int Model::prepare_kernels_on_this_thread(int max_tokens, int max_logits_rows) {
         if (l.dense) n += l.dense->prepare(m);
     };
     for (const LayerWeights& L : weights_.layers) {
-        for (const Linear* l :
-             {&L.wq, &L.wk, &L.wv, &L.wo, &L.qkv, &L.gate_up, &L.w_gate, &L.w_up, &L.w_down})
+        for (const Linear* l : {&L.wq, &L.wk, &L.wv, &L.wo, &L.qkv, &L.gate_up, &L.w_gate,
+                                &L.w_up, &L.w_down, &L.router})
             prep(*l, max_tokens);
+        for (const Expert& e : L.experts) {  // primitives are shared by shape: cheap
+            for (const Linear* l : {&e.gate_up, &e.gate, &e.up, &e.down}) prep(*l, max_tokens);
+        }
     }
     prep(weights_.output, max_logits_rows);
     return n;
@@ -262,7 +268,8 @@ static void grow(std::vector<float>& v, size_t n) {
 }
 
 void Model::grow_scratch(int T) {
-    const int D = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim(), F = cfg_.ffn_dim;
+    const int D = cfg_.dim, QD = cfg_.q_dim(), KVD = cfg_.kv_dim();
+    const int F = std::max(cfg_.ffn_dim, cfg_.expert_ffn_dim);
     grow(s_.x, size_t(T) * D);
     grow(s_.h, size_t(T) * D);
     grow(s_.q, size_t(T) * QD);
@@ -290,7 +297,11 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv,
             return make_error(ErrorCode::kConflict, "the pass was interrupted before layer {}", l);
         const LayerWeights& L = weights_.layers[size_t(l)];
         attention_block(b, L, kv.layer(l), rows);  // 2-4
-        ffn_block(L, T);                           // 5
+        if (L.experts.empty()) {
+            ffn_block(L, T);  // 5
+        } else {
+            moe_block(L, T);  // 5, a mixture of experts (model_moe.cpp)
+        }
     }
     // 6. Final norm and logits, only for the rows asked for.
     const int R = int(b.logits_rows.size());
@@ -300,6 +311,9 @@ Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv,
     }
     logits.resize(size_t(R) * size_t(cfg_.vocab_size));
     if (R > 0) weights_.output.forward(h, R, logits.data());
+    if (cfg_.logit_scale != 1.0f) {
+        for (float& z : logits) z /= cfg_.logit_scale;
+    }
     return ok_status();
 }
 
@@ -310,7 +324,9 @@ void Model::attention_block(const ForwardBatch& b, const LayerWeights& L,
     float *x = s_.x.data(), *h = s_.h.data(), *q = s_.q.data(), *k = s_.k.data(), *v = s_.v.data();
     const std::vector<int32_t>& pos = rows.pos;
     const std::vector<int32_t>& seq_of = rows.seq_of;
-    const kernels::AttentionShape ashape{cfg_.num_heads, 1.0f / std::sqrt(float(HD)), QD, QD};
+    const float scale =
+        cfg_.attention_scale > 0.0f ? cfg_.attention_scale : 1.0f / std::sqrt(float(HD));
+    const kernels::AttentionShape ashape{cfg_.num_heads, scale, QD, QD};
     // 2. Attention block: norm, Q/K/V projections.
 #pragma omp parallel for schedule(static) if (T > 1)
     for (int t = 0; t < T; ++t) {
@@ -337,7 +353,10 @@ void Model::attention_block(const ForwardBatch& b, const LayerWeights& L,
     for (int t = 0; t < T; ++t) {
         float* qt = q + size_t(t) * QD;
         float* kt = k + size_t(t) * KVD;
-        if (cfg_.qk_norm) {
+        if (cfg_.qk_norm == QkNorm::kWhole) {
+            kernels::cpu::rmsnorm(qt, L.q_norm.data(), QD, cfg_.rms_eps, qt);
+            kernels::cpu::rmsnorm(kt, L.k_norm.data(), KVD, cfg_.rms_eps, kt);
+        } else if (cfg_.qk_norm == QkNorm::kPerHead) {
             for (int hh = 0; hh < cfg_.num_heads; ++hh)
                 kernels::cpu::rmsnorm(qt + hh * HD, L.q_norm.data(), HD, cfg_.rms_eps,
                                       qt + hh * HD);
@@ -356,7 +375,8 @@ void Model::attention_block(const ForwardBatch& b, const LayerWeights& L,
     L.wo.forward(s_.att.data(), T, s_.o.data());
 #pragma omp parallel for schedule(static) if (T > 1)
     for (int t = 0; t < T; ++t) {
-        kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
+        kernels::cpu::axpy_f32(cfg_.residual_scale, s_.o.data() + size_t(t) * D,
+                               x + size_t(t) * D, D);
         kernels::cpu::rmsnorm(x + size_t(t) * D, L.ffn_norm.data(), D, cfg_.rms_eps,
                               h + size_t(t) * D);
     }
@@ -385,8 +405,10 @@ void Model::ffn_block(const LayerWeights& L, int T) {
     }
     L.w_down.forward(s_.gate.data(), T, s_.o.data());
 #pragma omp parallel for schedule(static) if (T > 1)
-    for (int t = 0; t < T; ++t)
-        kernels::cpu::axpy_f32(1.0f, s_.o.data() + size_t(t) * D, x + size_t(t) * D, D);
+    for (int t = 0; t < T; ++t) {
+        kernels::cpu::axpy_f32(cfg_.residual_scale, s_.o.data() + size_t(t) * D,
+                               x + size_t(t) * D, D);
+    }
 }
 
 }  // namespace pagoda::model

@@ -128,6 +128,7 @@ class Model {
     void attention_block(const ForwardBatch& b, const LayerWeights& L, const kernels::PagedKv& pkv,
                          const Rows& rows);
     void ffn_block(const LayerWeights& L, int T);
+    void moe_block(const LayerWeights& L, int T);
     Status sim_forward(const ForwardBatch& b, std::vector<float>& logits);
     Status check_batch(const ForwardBatch& b, int block_size) const;
     // Opens the cache for `opts` (if any) and loads the weights through it; starts the
@@ -158,6 +159,9 @@ class Model {
     // Scratch reused across steps ("RunState"); only forward() touches these.
     struct Scratch {
         std::vector<float> x, h, q, k, v, att, o, gate, up, fused;
+        // Mixture of experts: router probabilities, and one expert's gathered rows in/out.
+        std::vector<float> probs, xe, ye;
+        std::vector<std::vector<std::pair<int, float>>> routed;  // expert -> (row, weight)
     } s_;
 };
 

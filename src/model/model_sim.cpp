@@ -53,7 +53,11 @@ Result<std::unique_ptr<Model>> Model::simulate(const SimOptions& o) {
     const formats::GgufFile& g = *m->gguf_;
     PAGODA_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
     m->arch_ = find_architecture(arch);
-    PAGODA_ASSIGN_OR_RETURN(ModelConfig file_cfg, read_config(g, arch));
+    if (!m->arch_) {
+        return make_error(ErrorCode::kUnsupported, "{}: architecture '{}' is not supported",
+                          g.source(), arch);
+    }
+    PAGODA_ASSIGN_OR_RETURN(ModelConfig file_cfg, read_config(g, *m->arch_));
     PAGODA_ASSIGN_OR_RETURN(sim::SimShape shape, shape_of(o, from_file ? &g : nullptr, &file_cfg));
     PAGODA_ASSIGN_OR_RETURN(
         sim::PerfModel perf,

@@ -20,6 +20,14 @@ const std::vector<ModelShape>& known_shapes() {
         {"tiny-gqa", "llama", 2, 64, 4, 2, 96, 512, 1024, 10000.0f, false},
         {"tiny-qwen2", "qwen2", 2, 64, 4, 2, 96, 512, 1024, 1000000.0f, true},
         {"tiny-qwen3", "qwen3", 2, 64, 4, 2, 96, 512, 1024, 1000000.0f, true},
+        // Mixtures of experts, small (tests and the parity files of testdata/models):
+        // experts, used per token, expert width last.
+        {"tiny-mixtral", "llama", 2, 64, 4, 2, 64, 512, 1024, 1000000.0f, false, 8, 2, 64},
+        {"tiny-qwen3moe", "qwen3moe", 2, 64, 4, 2, 32, 512, 1024, 1000000.0f, false, 16, 4, 32},
+        {"tiny-olmoe", "olmoe", 2, 64, 4, 4, 32, 512, 1024, 10000.0f, false, 8, 2, 32},
+        {"tiny-granitemoe", "granitemoe", 2, 64, 4, 2, 32, 512, 1024, 10000.0f, true, 8, 2, 32},
+        // A mid-size mixture for speed against llama.cpp (~0.6 B parameters, 0.1 B active).
+        {"moe-bench", "qwen3moe", 8, 1024, 16, 4, 512, 32000, 4096, 1000000.0f, false, 32, 4, 512},
         {"smollm2-135m", "llama", 30, 576, 9, 3, 1536, 49152, 8192, 100000.0f, true},
         {"qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 4864, 151936, 32768, 1000000.0f, true},
         {"tinyllama-1.1b", "llama", 22, 2048, 32, 4, 5632, 32000, 2048, 10000.0f, false},
@@ -147,6 +155,17 @@ Status write_test_model(const TestModelOptions& o,
     w.add_u32(a + ".rope.dimension_count", uint32_t(s.dim / s.num_heads));
     w.add_f32(a + ".rope.freq_base", s.rope_base);
     w.add_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+    if (s.num_experts > 0) {
+        w.add_u32(a + ".expert_count", uint32_t(s.num_experts));
+        w.add_u32(a + ".expert_used_count", uint32_t(s.num_experts_used));
+        w.add_u32(a + ".expert_feed_forward_length", uint32_t(s.expert_ffn_dim));
+    }
+    if (a == "granitemoe") {  // Granite 3.0's multipliers
+        w.add_f32(a + ".embedding_scale", 12.0f);
+        w.add_f32(a + ".residual_scale", 0.22f);
+        w.add_f32(a + ".attention.scale", 0.015625f);
+        w.add_f32(a + ".logit_scale", 6.0f);
+    }
 
     PAGODA_TRY(copy_tokenizer(vg, s, o.vocab_path, w));
 
@@ -165,8 +184,25 @@ Status write_test_model(const TestModelOptions& o,
         w.add_tensor_lazy(name, TensorType::kF32, {uint64_t(n)},
                           random_fill(TensorType::kF32, 1, n, std, ++tid));
     };
+    // Router logits of std ~1.5 (after the norm): spread probabilities, so every expert
+    // of the top-k weighs in, with margins far above rounding; experts are
+    // [experts][rows][cols] (ffn_{gate,up,down}_exps).
+    auto experts = [&](const std::string& p, float sd, float out_sd) {
+        const uint64_t n = uint64_t(s.num_experts), f = uint64_t(s.expert_ffn_dim);
+        const uint64_t d = uint64_t(s.dim);
+        w.add_tensor_lazy(p + "ffn_gate_inp.weight", TensorType::kF32, {d, n},
+                          random_fill(TensorType::kF32, int64_t(n), int64_t(d),
+                                      1.5f / std::sqrt(float(d)), ++tid));
+        w.add_tensor_lazy(p + "ffn_gate_exps.weight", o.dtype, {d, f, n},
+                          random_fill(o.dtype, int64_t(n * f), int64_t(d), sd, ++tid));
+        w.add_tensor_lazy(p + "ffn_up_exps.weight", o.dtype, {d, f, n},
+                          random_fill(o.dtype, int64_t(n * f), int64_t(d), sd, ++tid));
+        w.add_tensor_lazy(p + "ffn_down_exps.weight", o.dtype, {f, d, n},
+                          random_fill(o.dtype, int64_t(n * d), int64_t(f), out_sd, ++tid));
+    };
     // Embedding rows carry O(1) activations into the first norm.
-    matrix("token_embd.weight", s.vocab_size, s.dim, 1.0f);
+    // (Granite's are multiplied by embedding_scale 12 first.)
+    matrix("token_embd.weight", s.vocab_size, s.dim, a == "granitemoe" ? 1.0f / 12.0f : 1.0f);
     norm("output_norm.weight", s.dim);
     if (!s.tied_embeddings) matrix("output.weight", s.vocab_size, s.dim, std);
     for (int l = 0; l < s.num_layers; ++l) {
@@ -180,12 +216,20 @@ Status write_test_model(const TestModelOptions& o,
             bias(p + "attn_k.bias", kvd);
             bias(p + "attn_v.bias", kvd);
         }
-        if (a == "qwen3") {
+        if (a == "qwen3" || a == "qwen3moe") {
             norm(p + "attn_q_norm.weight", hd);
             norm(p + "attn_k_norm.weight", hd);
         }
+        if (a == "olmoe") {
+            norm(p + "attn_q_norm.weight", qd);
+            norm(p + "attn_k_norm.weight", kvd);
+        }
         matrix(p + "attn_output.weight", s.dim, qd, out_std);
         norm(p + "ffn_norm.weight", s.dim);
+        if (s.num_experts > 0) {
+            experts(p, std, out_std);
+            continue;
+        }
         matrix(p + "ffn_gate.weight", s.ffn_dim, s.dim, std);
         matrix(p + "ffn_up.weight", s.ffn_dim, s.dim, std);
         matrix(p + "ffn_down.weight", s.dim, s.ffn_dim, out_std);

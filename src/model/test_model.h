@@ -17,10 +17,13 @@ namespace pagoda::model {
 
 struct ModelShape {
     std::string name;
-    std::string arch;  // llama or qwen2
+    std::string arch;  // an architecture name (model/architecture.h)
     int num_layers, dim, num_heads, num_kv_heads, ffn_dim, vocab_size, context_length;
     float rope_base;
     bool tied_embeddings;
+    // A mixture of experts: experts, used per token, each expert's width (ffn_dim is then
+    // written as feed_forward_length, as converters do). Zero: dense.
+    int num_experts = 0, num_experts_used = 0, expert_ffn_dim = 0;
 };
 
 const std::vector<ModelShape>& known_shapes();

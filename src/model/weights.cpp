@@ -230,6 +230,39 @@ class Loader {
         return ok_status();
     }
 
+    // A mixture-of-experts layer: the router and, per expert, views of its slices of the
+    // 3-D tensors ([experts][rows][cols], the expert slowest), gate and up fused.
+    Status experts(const std::string& p, const ModelConfig& cfg, LayerWeights& L) {
+        const uint64_t dim = uint64_t(cfg.dim), n = uint64_t(cfg.num_experts),
+                       f = uint64_t(cfg.expert_ffn_dim);
+        PAGODA_TRY(linear(p + "ffn_gate_inp", n, dim, L.router));
+        PAGODA_ASSIGN_OR_RETURN(const formats::GgufTensorInfo* gate,
+                                tensor(p + "ffn_gate_exps.weight", {dim, f, n}));
+        PAGODA_ASSIGN_OR_RETURN(const formats::GgufTensorInfo* up,
+                                tensor(p + "ffn_up_exps.weight", {dim, f, n}));
+        PAGODA_ASSIGN_OR_RETURN(const formats::GgufTensorInfo* down,
+                                tensor(p + "ffn_down_exps.weight", {f, dim, n}));
+        auto slice = [](const formats::GgufTensorInfo* t, uint64_t e, const std::string& name) {
+            Linear l;
+            l.name = fmt::format("{}.{}", name, e);
+            l.view = kernels::WeightView{t->type, int64_t(t->dims[1]), int64_t(t->dims[0]),
+                                         nullptr};
+            l.view.data = t->data.data() + e * l.view.row_bytes() * t->dims[1];
+            return l;
+        };
+        L.experts.resize(n);
+        for (uint64_t e = 0; e < n; ++e) {
+            Expert& x = L.experts[e];
+            x.gate = slice(gate, e, p + "ffn_gate_exps");
+            x.up = slice(up, e, p + "ffn_up_exps");
+            x.down = slice(down, e, p + "ffn_down_exps");
+            PAGODA_TRY(fuse({&x.gate, &x.up}, fmt::format("{}ffn_gate_up_exps.{}", p, e),
+                            x.gate_up));
+            PAGODA_TRY(pack(x.down));
+        }
+        return ok_status();
+    }
+
     size_t bytes = 0;
     size_t packed = 0;
 
@@ -268,9 +301,6 @@ Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& ar
         PAGODA_ASSIGN_OR_RETURN(w.rope_freqs,
                                 ld.vec("rope_freqs.weight", uint64_t(cfg.rope.rot_dim / 2)));
     }
-    cfg.qkv_bias = arch.qkv_bias;
-    cfg.qk_norm = arch.qk_norm;
-    cfg.rope.style = arch.rope_style;
     w.layers.resize(size_t(cfg.num_layers));
     for (int l = 0; l < cfg.num_layers; ++l) {
         LayerWeights& L = w.layers[size_t(l)];
@@ -282,13 +312,17 @@ Result<Weights> Weights::load(const formats::GgufFile& g, const Architecture& ar
         PAGODA_TRY(ld.linear(p + "attn_v", kvd, dim, L.wv, arch.qkv_bias, later));
         PAGODA_TRY(ld.fuse({&L.wq, &L.wk, &L.wv}, p + "attn_qkv", L.qkv));
         PAGODA_TRY(ld.linear(p + "attn_output", dim, qd, L.wo));
-        if (arch.qk_norm) {
-            PAGODA_ASSIGN_OR_RETURN(L.q_norm,
-                                    ld.vec(p + "attn_q_norm.weight", uint64_t(cfg.head_dim)));
-            PAGODA_ASSIGN_OR_RETURN(L.k_norm,
-                                    ld.vec(p + "attn_k_norm.weight", uint64_t(cfg.head_dim)));
+        if (arch.qk_norm != QkNorm::kNone) {
+            const bool whole = arch.qk_norm == QkNorm::kWhole;
+            const uint64_t hd = uint64_t(cfg.head_dim);
+            PAGODA_ASSIGN_OR_RETURN(L.q_norm, ld.vec(p + "attn_q_norm.weight", whole ? qd : hd));
+            PAGODA_ASSIGN_OR_RETURN(L.k_norm, ld.vec(p + "attn_k_norm.weight", whole ? kvd : hd));
         }
         PAGODA_ASSIGN_OR_RETURN(L.ffn_norm, ld.vec(p + "ffn_norm.weight", dim));
+        if (cfg.moe()) {
+            PAGODA_TRY(ld.experts(p, cfg, L));
+            continue;
+        }
         PAGODA_TRY(ld.linear(p + "ffn_gate", ffn, dim, L.w_gate, false, later));
         PAGODA_TRY(ld.linear(p + "ffn_up", ffn, dim, L.w_up, false, later));
         PAGODA_TRY(ld.fuse({&L.w_gate, &L.w_up}, p + "ffn_gate_up", L.gate_up));

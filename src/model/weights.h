@@ -31,6 +31,13 @@ struct Linear {
     bool packed() const { return dense || quant; }
 };
 
+// One expert of a mixture: views of its slices of the layer's 3-D tensors
+// (ffn_{gate,up,down}_exps), gate and up packed together like a dense layer's.
+struct Expert {
+    Linear gate, up, down;  // [expert_ffn x dim] x2, [dim x expert_ffn]
+    Linear gate_up;         // [2 expert_ffn x dim] packed, or unset
+};
+
 struct LayerWeights {
     std::vector<float> attn_norm;  // [dim]
     // wq/wk/wv/w_gate/w_up keep their views (the reference reads them); when their types
@@ -39,9 +46,11 @@ struct LayerWeights {
     Linear wq, wk, wv, wo;              // [q_dim x dim], [kv_dim x dim] x2, [dim x q_dim]
     Linear qkv;                         // [(q_dim + 2 kv_dim) x dim] packed, or unset
     Linear gate_up;                     // [2 ffn x dim] packed, or unset
-    std::vector<float> q_norm, k_norm;  // [head_dim] (qwen3) or empty
+    std::vector<float> q_norm, k_norm;  // [head_dim] (per head), [q_dim]/[kv_dim] (whole)
     std::vector<float> ffn_norm;        // [dim]
-    Linear w_gate, w_up, w_down;        // [ffn x dim] x2, [dim x ffn]
+    Linear w_gate, w_up, w_down;        // [ffn x dim] x2, [dim x ffn]; unset with experts
+    Linear router;                      // ffn_gate_inp [num_experts x dim], experts only
+    std::vector<Expert> experts;        // empty for a dense layer
 };
 
 // A weight cache for Weights::load: matrices whose packed bytes `in` holds are adopted

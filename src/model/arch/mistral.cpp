@@ -4,8 +4,9 @@
 
 namespace pagoda::model {
 const Architecture& mistral_architecture() {
-    static const Architecture a{"mistral", "Mistral (Llama block)", kernels::RopeStyle::kNormal,
-                                false, false};
+    static const Architecture a{.name = "mistral",
+                                .description = "Mistral (Llama block)",
+                                .rope_style = kernels::RopeStyle::kNormal};
     return a;
 }
 }  // namespace pagoda::model

@@ -3,7 +3,10 @@
 
 namespace pagoda::model {
 const Architecture& qwen2_architecture() {
-    static const Architecture a{"qwen2", "Qwen2, Qwen2.5", kernels::RopeStyle::kNeox, true, false};
+    static const Architecture a{.name = "qwen2",
+                                .description = "Qwen2, Qwen2.5",
+                                .rope_style = kernels::RopeStyle::kNeox,
+                                .qkv_bias = true};
     return a;
 }
 }  // namespace pagoda::model

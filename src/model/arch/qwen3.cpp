@@ -3,7 +3,10 @@
 
 namespace pagoda::model {
 const Architecture& qwen3_architecture() {
-    static const Architecture a{"qwen3", "Qwen3", kernels::RopeStyle::kNeox, false, true};
+    static const Architecture a{.name = "qwen3",
+                                .description = "Qwen3",
+                                .rope_style = kernels::RopeStyle::kNeox,
+                                .qk_norm = QkNorm::kPerHead};
     return a;
 }
 }  // namespace pagoda::model
