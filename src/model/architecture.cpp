@@ -5,8 +5,8 @@ namespace pagoda::model {
 namespace {
 const std::vector<const Architecture*>& all() {
     static const std::vector<const Architecture*> v = {
-        &llama_architecture(), &mistral_architecture(), &qwen2_architecture(),
-        &qwen3_architecture(), &qwen3moe_architecture(), &olmoe_architecture(),
+        &llama_architecture(),     &mistral_architecture(),  &qwen2_architecture(),
+        &qwen3_architecture(),     &qwen3moe_architecture(), &olmoe_architecture(),
         &granitemoe_architecture()};
     return v;
 }

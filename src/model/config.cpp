@@ -28,9 +28,9 @@ Status ModelConfig::validate() const {
 
 int64_t ModelConfig::active_params() const {
     const int64_t attn = int64_t(dim) * (2 * int64_t(q_dim()) + 2 * int64_t(kv_dim()));
-    const int64_t ffn = moe() ? int64_t(num_experts_used) * 3 * dim * expert_ffn_dim +
-                                    int64_t(num_experts) * dim
-                              : int64_t(3) * dim * ffn_dim;
+    const int64_t ffn =
+        moe() ? int64_t(num_experts_used) * 3 * dim * expert_ffn_dim + int64_t(num_experts) * dim
+              : int64_t(3) * dim * ffn_dim;
     return int64_t(num_layers) * (attn + ffn) + int64_t(vocab_size) * dim;
 }
 

@@ -227,8 +227,8 @@ int Model::prepare_kernels_on_this_thread(int max_tokens, int max_logits_rows) {
         if (l.dense) n += l.dense->prepare(m);
     };
     for (const LayerWeights& L : weights_.layers) {
-        for (const Linear* l : {&L.wq, &L.wk, &L.wv, &L.wo, &L.qkv, &L.gate_up, &L.w_gate,
-                                &L.w_up, &L.w_down, &L.router})
+        for (const Linear* l : {&L.wq, &L.wk, &L.wv, &L.wo, &L.qkv, &L.gate_up, &L.w_gate, &L.w_up,
+                                &L.w_down, &L.router})
             prep(*l, max_tokens);
         for (const Expert& e : L.experts) {  // primitives are shared by shape: cheap
             for (const Linear* l : {&e.gate_up, &e.gate, &e.up, &e.down}) prep(*l, max_tokens);
@@ -375,8 +375,8 @@ void Model::attention_block(const ForwardBatch& b, const LayerWeights& L,
     L.wo.forward(s_.att.data(), T, s_.o.data());
 #pragma omp parallel for schedule(static) if (T > 1)
     for (int t = 0; t < T; ++t) {
-        kernels::cpu::axpy_f32(cfg_.residual_scale, s_.o.data() + size_t(t) * D,
-                               x + size_t(t) * D, D);
+        kernels::cpu::axpy_f32(cfg_.residual_scale, s_.o.data() + size_t(t) * D, x + size_t(t) * D,
+                               D);
         kernels::cpu::rmsnorm(x + size_t(t) * D, L.ffn_norm.data(), D, cfg_.rms_eps,
                               h + size_t(t) * D);
     }
@@ -406,8 +406,8 @@ void Model::ffn_block(const LayerWeights& L, int T) {
     L.w_down.forward(s_.gate.data(), T, s_.o.data());
 #pragma omp parallel for schedule(static) if (T > 1)
     for (int t = 0; t < T; ++t) {
-        kernels::cpu::axpy_f32(cfg_.residual_scale, s_.o.data() + size_t(t) * D,
-                               x + size_t(t) * D, D);
+        kernels::cpu::axpy_f32(cfg_.residual_scale, s_.o.data() + size_t(t) * D, x + size_t(t) * D,
+                               D);
     }
 }
 

@@ -77,14 +77,13 @@ void Model::moe_block(const LayerWeights& L, int T) {
         ex.down.forward(g, m, s_.ye.data());
         for (int i = 0; i < m; ++i) {
             const auto& [t, w] = rows[size_t(i)];
-            kernels::cpu::axpy_f32(w, s_.ye.data() + size_t(i) * D, s_.o.data() + size_t(t) * D,
-                                   D);
+            kernels::cpu::axpy_f32(w, s_.ye.data() + size_t(i) * D, s_.o.data() + size_t(t) * D, D);
         }
     }
 #pragma omp parallel for schedule(static) if (T > 1)
     for (int t = 0; t < T; ++t) {
-        kernels::cpu::axpy_f32(cfg_.residual_scale, s_.o.data() + size_t(t) * D,
-                               x + size_t(t) * D, D);
+        kernels::cpu::axpy_f32(cfg_.residual_scale, s_.o.data() + size_t(t) * D, x + size_t(t) * D,
+                               D);
     }
 }
 

@@ -245,8 +245,8 @@ class Loader {
         auto slice = [](const formats::GgufTensorInfo* t, uint64_t e, const std::string& name) {
             Linear l;
             l.name = fmt::format("{}.{}", name, e);
-            l.view = kernels::WeightView{t->type, int64_t(t->dims[1]), int64_t(t->dims[0]),
-                                         nullptr};
+            l.view =
+                kernels::WeightView{t->type, int64_t(t->dims[1]), int64_t(t->dims[0]), nullptr};
             l.view.data = t->data.data() + e * l.view.row_bytes() * t->dims[1];
             return l;
         };
@@ -256,8 +256,8 @@ class Loader {
             x.gate = slice(gate, e, p + "ffn_gate_exps");
             x.up = slice(up, e, p + "ffn_up_exps");
             x.down = slice(down, e, p + "ffn_down_exps");
-            PAGODA_TRY(fuse({&x.gate, &x.up}, fmt::format("{}ffn_gate_up_exps.{}", p, e),
-                            x.gate_up));
+            PAGODA_TRY(
+                fuse({&x.gate, &x.up}, fmt::format("{}ffn_gate_up_exps.{}", p, e), x.gate_up));
             PAGODA_TRY(pack(x.down));
         }
         return ok_status();
