@@ -27,6 +27,28 @@ void top_k(const float* p, int n, int k, bool norm, std::vector<std::pair<int, f
     for (auto& [e, w] : out) w /= sum;
 }
 
+// y rows [offset[e], offset[e+1]) = linear(expert e) of x's same rows, for every expert
+// with rows: quantized experts as one parallel pass (QuantMatmul::run_many), others one
+// matmul each. x and y have row strides x_cols and y_cols.
+template <class Pick>
+void run_experts(const LayerWeights& L, const std::vector<int>& offset, Pick pick, const float* x,
+                 int x_cols, float* y, int y_cols) {
+    std::vector<kernels::cpu::QuantMatmul::Job> jobs;
+    for (size_t e = 0; e < L.experts.size(); ++e) {
+        const int m = offset[e + 1] - offset[e];
+        if (m == 0) continue;
+        const Linear& l = *pick(L.experts[e]);
+        const float* xe = x + size_t(offset[e]) * size_t(x_cols);
+        float* ye = y + size_t(offset[e]) * size_t(y_cols);
+        if (l.quant && l.bias.empty()) {
+            jobs.push_back({l.quant.get(), xe, m, ye});
+        } else {
+            l.forward(xe, m, ye);
+        }
+    }
+    kernels::cpu::QuantMatmul::run_many(jobs);
+}
+
 }  // namespace
 
 void Model::moe_block(const LayerWeights& L, int T) {
@@ -45,39 +67,44 @@ void Model::moe_block(const LayerWeights& L, int T) {
         top_k(p, E, K, cfg_.moe_norm_topk, chosen);
         for (const auto& [e, w] : chosen) s_.routed[size_t(e)].emplace_back(t, w);
     }
-    std::fill(s_.o.begin(), s_.o.begin() + ptrdiff_t(size_t(T) * size_t(D)), 0.0f);
-    // Each expert with rows: gather them, SwiGLU, down, add back weighted. Experts run in
-    // index order, so a row's sum has the same order whatever else is in the batch.
+    // Rows gathered expert by expert: expert e's rows start at offset[e] of xe.
+    std::vector<int> offset(size_t(E) + 1, 0);
+    for (int e = 0; e < E; ++e)
+        offset[size_t(e) + 1] = offset[size_t(e)] + int(s_.routed[size_t(e)].size());
+    const size_t rows = size_t(offset[size_t(E)]);
+    auto grow_to = [](std::vector<float>& v, size_t n) {
+        if (v.size() < n) v.resize(n);
+    };
+    grow_to(s_.xe, rows * size_t(D));
+    grow_to(s_.ye, rows * size_t(D));
+    grow_to(s_.fused, rows * 2 * size_t(F));
+    grow_to(s_.up, rows * size_t(F));
     for (int e = 0; e < E; ++e) {
-        const auto& rows = s_.routed[size_t(e)];
-        const int m = int(rows.size());
-        if (m == 0) continue;
-        const Expert& ex = L.experts[size_t(e)];
-        if (s_.xe.size() < size_t(m) * size_t(D)) s_.xe.resize(size_t(m) * size_t(D));
-        if (s_.ye.size() < size_t(m) * size_t(D)) s_.ye.resize(size_t(m) * size_t(D));
-        for (int i = 0; i < m; ++i) {
-            std::memcpy(s_.xe.data() + size_t(i) * D, h + size_t(rows[size_t(i)].first) * D,
-                        sizeof(float) * size_t(D));
+        for (size_t i = 0; i < s_.routed[size_t(e)].size(); ++i) {
+            std::memcpy(s_.xe.data() + (size_t(offset[size_t(e)]) + i) * D,
+                        h + size_t(s_.routed[size_t(e)][i].first) * D, sizeof(float) * size_t(D));
         }
-        float* g = s_.gate.data();
-        if (ex.gate_up.packed()) {
-            if (s_.fused.size() < size_t(m) * 2 * size_t(F)) s_.fused.resize(size_t(m) * 2 * F);
-            ex.gate_up.forward(s_.xe.data(), m, s_.fused.data());
-            for (int i = 0; i < m; ++i) {
-                const float* row = s_.fused.data() + size_t(i) * 2 * F;
-                kernels::cpu::swiglu(row, row + F, F, g + size_t(i) * F);
-            }
-        } else {
-            ex.gate.forward(s_.xe.data(), m, g);
-            ex.up.forward(s_.xe.data(), m, s_.up.data());
-            for (int i = 0; i < m; ++i)
-                kernels::cpu::swiglu(g + size_t(i) * F, s_.up.data() + size_t(i) * F, F,
-                                     g + size_t(i) * F);
-        }
-        ex.down.forward(g, m, s_.ye.data());
-        for (int i = 0; i < m; ++i) {
-            const auto& [t, w] = rows[size_t(i)];
-            kernels::cpu::axpy_f32(w, s_.ye.data() + size_t(i) * D, s_.o.data() + size_t(t) * D, D);
+    }
+    // Gate and up of every expert with rows, as one pass; SwiGLU; down, as one pass.
+    run_experts(
+        L, offset, [&](const Expert& ex) { return &ex.gate_up; }, s_.xe.data(), D, s_.fused.data(),
+        2 * F);
+    float* act = s_.up.data();
+#pragma omp parallel for schedule(static) if (rows > 1)
+    for (size_t i = 0; i < rows; ++i) {
+        const float* row = s_.fused.data() + i * 2 * size_t(F);
+        kernels::cpu::swiglu(row, row + F, F, act + i * size_t(F));
+    }
+    run_experts(
+        L, offset, [&](const Expert& ex) { return &ex.down; }, act, F, s_.ye.data(), D);
+    // Each row's sum in expert order, so it is the same whatever else is in the batch.
+    std::fill(s_.o.begin(), s_.o.begin() + ptrdiff_t(size_t(T) * size_t(D)), 0.0f);
+    for (int e = 0; e < E; ++e) {
+        const auto& routed = s_.routed[size_t(e)];
+        for (size_t i = 0; i < routed.size(); ++i) {
+            const auto& [t, w] = routed[i];
+            kernels::cpu::axpy_f32(w, s_.ye.data() + (size_t(offset[size_t(e)]) + i) * D,
+                                   s_.o.data() + size_t(t) * D, D);
         }
     }
 #pragma omp parallel for schedule(static) if (T > 1)

@@ -258,6 +258,13 @@ class Loader {
             x.down = slice(down, e, p + "ffn_down_exps");
             PAGODA_TRY(
                 fuse({&x.gate, &x.up}, fmt::format("{}ffn_gate_up_exps.{}", p, e), x.gate_up));
+            if (pack_ == Weights::Pack::kYes && !x.gate_up.packed()) {
+                return make_error(ErrorCode::kUnsupported,
+                                  "{}: {}ffn_gate_exps ({}) and ffn_up_exps ({}) differ in type; "
+                                  "experts need both of one type",
+                                  g_.source(), p, formats::tensor_type_name(gate->type),
+                                  formats::tensor_type_name(up->type));
+            }
             PAGODA_TRY(pack(x.down));
         }
         return ok_status();

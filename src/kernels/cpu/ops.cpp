@@ -232,6 +232,58 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
     }
 }
 
+void QuantMatmul::run_many(std::span<const Job> jobs) {
+    bool vnni = true;
+    for (const Job& j : jobs) vnni = vnni && j.w->use_vnni_ && j.m <= 64;
+    if (!vnni) {  // the portable path, or prefill-sized batches: one run each
+        for (const Job& j : jobs) j.w->run(j.x, j.m, j.y);
+        return;
+    }
+    struct Prepared {
+        std::vector<int8_t> qx;
+        std::vector<float> dx;
+        std::vector<int32_t> corr;
+        int64_t panels = 0;
+    };
+    std::vector<Prepared> prep(jobs.size());
+    struct Range {
+        size_t job;
+        int64_t p0, p1;
+    };
+    std::vector<Range> ranges;
+    constexpr int kRangesPerThread = 2;  // per job: the queue spans all jobs
+    for (size_t k = 0; k < jobs.size(); ++k) {
+        const Job& j = jobs[k];
+        const QuantMatmul& w = *j.w;
+        const int nb = int(w.cols_ / 32);
+        const VnniWeights vt = vnni_of(w.type_);
+        const size_t corr_row = size_t(nb) * size_t(vnni_corr_per_block(vt));
+        Prepared& p = prep[k];
+        p.qx.resize(size_t(j.m) * size_t(w.cols_));
+        p.dx.resize(size_t(j.m) * size_t(nb));
+        p.corr.resize(size_t(j.m) * corr_row);
+        for (int i = 0; i < j.m; ++i) {
+            int8_t* qi = p.qx.data() + size_t(i) * size_t(w.cols_);
+            quantize_q8(j.x + size_t(i) * size_t(w.cols_), int(w.cols_), qi,
+                        p.dx.data() + size_t(i) * size_t(nb));
+            vnni_corrections(vt, qi, w.cols_, p.corr.data() + size_t(i) * corr_row);
+        }
+        p.panels = (w.rows_ + kVnniPanelRows - 1) / kVnniPanelRows;
+        const int64_t n =
+            std::min<int64_t>(p.panels, int64_t(omp_get_max_threads()) * kRangesPerThread);
+        for (int64_t c = 0; c < n; ++c)
+            ranges.push_back({k, p.panels * c / n, p.panels * (c + 1) / n});
+    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (size_t r = 0; r < ranges.size(); ++r) {
+        const Range& g = ranges[r];
+        const Job& j = jobs[g.job];
+        const Prepared& p = prep[g.job];
+        vnni_gemm(vnni_of(j.w->type_), j.w->packed_.data(), j.w->rows_, j.w->cols_, p.qx.data(),
+                  p.dx.data(), p.corr.data(), j.m, j.y, g.p0, g.p1);
+    }
+}
+
 void rope(float* x, int num_heads, int head_dim, int pos, const RopeParams& p) {
     const int half = p.rot_dim / 2;
     // Angles in double like the reference, so positions in the tens of thousands stay exact.

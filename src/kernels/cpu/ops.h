@@ -91,6 +91,17 @@ class QuantMatmul {
     static Result<std::unique_ptr<QuantMatmul>> adopt(TensorType type, int64_t rows, int64_t cols,
                                                       HugeBuffer packed);
     void run(const float* x, int m, float* y) const;
+    // Several matmuls as one parallel pass (a mixture's experts: each decode step runs a
+    // few small matrices, whose thread start-ups and barriers would cost more than their
+    // reads): every job's activations quantized, then all jobs' panel ranges handed out
+    // from one queue. Each y is what run() writes.
+    struct Job {
+        const QuantMatmul* w;
+        const float* x;
+        int m;
+        float* y;
+    };
+    static void run_many(std::span<const Job> jobs);
     size_t packed_bytes() const { return packed_.size(); }
     std::span<const uint8_t> packed_data() const { return {packed_.data(), packed_.size()}; }
 
