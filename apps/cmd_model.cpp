@@ -43,8 +43,15 @@ int run_info(const std::string& path) {
                 c.rope.style == kernels::RopeStyle::kNeox ? "neox" : "normal",
                 double(c.rope.freq_base), c.rope.rot_dim, c.rope_scaling.c_str(),
                 md.weights().rope_freqs.empty() ? "" : " (rope_freqs)");
-    std::printf("parameters:      %.3f M (%s embeddings)\n", double(params) / 1e6,
+    if (c.moe()) {
+        std::printf("experts:         %d, %d per token, width %d (%s the top-k weights)\n",
+                    c.num_experts, c.num_experts_used, c.expert_ffn_dim,
+                    c.moe_norm_topk ? "renormalising" : "not renormalising");
+    }
+    std::printf("parameters:      %.3f M (%s embeddings)", double(params) / 1e6,
                 md.weights().tied_embeddings ? "tied" : "separate");
+    if (c.moe()) std::printf(", %.3f M active per token", double(c.active_params()) / 1e6);
+    std::printf("\n");
     std::printf("tensor bytes:    %.2f MB\n", double(bytes) / 1e6);
     for (const auto& [type, e] : by_type) {
         std::printf("  %-6s         %llu tensors, %.2f MB\n", type.c_str(),

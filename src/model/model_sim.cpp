@@ -37,6 +37,9 @@ Result<sim::SimShape> shape_of(const SimOptions& o, const formats::GgufFile* g,
     s.kv_heads = cfg->num_kv_heads;
     s.head_dim = cfg->head_dim;
     s.ffn = cfg->ffn_dim;
+    s.experts = cfg->num_experts;
+    s.experts_used = cfg->num_experts_used;
+    s.expert_ffn = cfg->expert_ffn_dim;
     s.vocab = cfg->vocab_size;
     s.tied_embeddings = g->find_tensor("output.weight") == nullptr;
     return s;

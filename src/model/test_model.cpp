@@ -28,6 +28,12 @@ const std::vector<ModelShape>& known_shapes() {
         {"tiny-granitemoe", "granitemoe", 2, 64, 4, 2, 32, 512, 1024, 10000.0f, false, 8, 2, 32},
         // A mid-size mixture for speed against llama.cpp (~0.6 B parameters, 0.1 B active).
         {"moe-bench", "qwen3moe", 8, 1024, 16, 4, 512, 32000, 4096, 1000000.0f, false, 32, 4, 512},
+        // Real mixtures (config.json on Hugging Face), for the simulated GPU.
+        {"qwen3-30b-a3b", "qwen3moe", 48, 2048, 32, 4, 768, 151936, 40960, 1000000.0f, false, 128,
+         8, 768, 128},
+        {"mixtral-8x7b", "llama", 32, 4096, 32, 8, 14336, 32000, 32768, 1000000.0f, false, 8, 2,
+         14336},
+        {"olmoe-1b-7b", "olmoe", 16, 2048, 16, 16, 1024, 50304, 4096, 10000.0f, false, 64, 8, 1024},
         {"smollm2-135m", "llama", 30, 576, 9, 3, 1536, 49152, 8192, 100000.0f, true},
         {"qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 4864, 151936, 32768, 1000000.0f, true},
         {"tinyllama-1.1b", "llama", 22, 2048, 32, 4, 5632, 32000, 2048, 10000.0f, false},
@@ -152,7 +158,12 @@ Status write_test_model(const TestModelOptions& o,
     w.add_u32(a + ".attention.head_count", uint32_t(s.num_heads));
     w.add_u32(a + ".attention.head_count_kv", uint32_t(s.num_kv_heads));
     w.add_u32(a + ".context_length", uint32_t(s.context_length));
-    w.add_u32(a + ".rope.dimension_count", uint32_t(s.dim / s.num_heads));
+    const int hd = s.head_dim > 0 ? s.head_dim : s.dim / s.num_heads;
+    w.add_u32(a + ".rope.dimension_count", uint32_t(hd));
+    if (s.head_dim > 0) {
+        w.add_u32(a + ".attention.key_length", uint32_t(hd));
+        w.add_u32(a + ".attention.value_length", uint32_t(hd));
+    }
     w.add_f32(a + ".rope.freq_base", s.rope_base);
     w.add_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
     if (s.num_experts > 0) {
@@ -169,7 +180,6 @@ Status write_test_model(const TestModelOptions& o,
 
     PAGODA_TRY(copy_tokenizer(vg, s, o.vocab_path, w));
 
-    const int hd = s.dim / s.num_heads;
     const int64_t qd = int64_t(s.num_heads) * hd, kvd = int64_t(s.num_kv_heads) * hd;
     uint64_t tid = o.seed * 1000003ull;
     // Real models' 0.02 leaves a small random model's blocks next to no say in its output

@@ -24,6 +24,7 @@ struct ModelShape {
     // A mixture of experts: experts, used per token, each expert's width (ffn_dim is then
     // written as feed_forward_length, as converters do). Zero: dense.
     int num_experts = 0, num_experts_used = 0, expert_ffn_dim = 0;
+    int head_dim = 0;  // 0: dim / num_heads
 };
 
 const std::vector<ModelShape>& known_shapes();

@@ -115,10 +115,32 @@ Result<GpuSpec> find_gpu(const std::string& name, const std::string& extra_table
     return make_error(ErrorCode::kInvalidArgument, "unknown GPU '{}' (known: {})", name, known);
 }
 
+namespace {
+int64_t attention_params(const SimShape& s) {  // one layer's Q, K, V and output projections
+    const int64_t q = int64_t(s.heads) * s.head_dim, kv = int64_t(s.kv_heads) * s.head_dim;
+    return int64_t(s.dim) * q + 2 * int64_t(s.dim) * kv + q * s.dim;
+}
+int64_t expert_params(const SimShape& s) { return 3 * int64_t(s.dim) * s.expert_ffn; }
+}  // namespace
+
 int64_t SimShape::layer_params() const {
-    const int64_t q = int64_t(heads) * head_dim, kv = int64_t(kv_heads) * head_dim;
-    return int64_t(layers) *
-           (int64_t(dim) * q + 2 * int64_t(dim) * kv + q * dim + 3 * int64_t(dim) * ffn);
+    const int64_t ffn_params =
+        experts > 0 ? int64_t(experts) * (expert_params(*this) + dim) : 3 * int64_t(dim) * ffn;
+    return int64_t(layers) * (attention_params(*this) + ffn_params);
+}
+
+int64_t SimShape::active_layer_params() const {
+    if (experts == 0) return layer_params();
+    return int64_t(layers) * (attention_params(*this) + int64_t(experts) * dim +
+                              int64_t(experts_used) * expert_params(*this));
+}
+
+double SimShape::read_layer_params(int64_t tokens) const {
+    if (experts == 0 || tokens <= 0) return double(layer_params());
+    const double miss = std::pow(1.0 - double(experts_used) / double(experts), double(tokens));
+    const double touched = double(experts) * (1.0 - miss);
+    return double(layers) * (double(attention_params(*this)) + double(experts) * dim +
+                             touched * double(expert_params(*this)));
 }
 
 int64_t SimShape::lm_head_params() const { return vocab * dim; }
@@ -134,10 +156,13 @@ SimShape SimShape::of(const ModelShape& s) {
     o.dim = s.dim;
     o.heads = s.num_heads;
     o.kv_heads = s.num_kv_heads;
-    o.head_dim = s.dim / s.num_heads;
+    o.head_dim = s.head_dim > 0 ? s.head_dim : s.dim / s.num_heads;
     o.ffn = s.ffn_dim;
     o.vocab = s.vocab_size;
     o.tied_embeddings = s.tied_embeddings;
+    o.experts = s.num_experts;
+    o.experts_used = s.num_experts_used;
+    o.expert_ffn = s.expert_ffn_dim;
     return o;
 }
 
@@ -234,10 +259,10 @@ StepCost PerfModel::step(const std::vector<SeqWork>& batch) const {
     }
     const SimShape& m = shape_;
     const double attn_flops = 4.0 * m.layers * m.heads * m.head_dim * attn_pairs;
-    c.flops = 2.0 * double(m.layer_params()) * tokens + 2.0 * double(m.lm_head_params()) * rows +
-              attn_flops;
-    const double weights =
-        (double(m.layer_params()) + double(m.lm_head_params())) * weight_bytes_per_param() / tp_;
+    c.flops = 2.0 * double(m.active_layer_params()) * tokens +
+              2.0 * double(m.lm_head_params()) * rows + attn_flops;
+    const double weights = (m.read_layer_params(int64_t(tokens)) + double(m.lm_head_params())) *
+                           weight_bytes_per_param() / tp_;
     const double kv_per_token =
         2.0 * m.layers * kv_heads_per_gpu() * m.head_dim * double(kernels::kv_dtype_bytes(kv_));
     c.bytes_per_gpu = weights + kv_per_token * kv_tokens;

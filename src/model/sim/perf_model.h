@@ -63,7 +63,17 @@ struct SimShape {
     int layers = 0, dim = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
     int64_t vocab = 0;
     bool tied_embeddings = false;
-    int64_t layer_params() const;    // matmul weights of all layers (norms left out)
+    // A mixture of experts (experts > 0): each layer's feed-forward is `experts` SwiGLU
+    // experts of width expert_ffn and a router; a token runs `experts_used` of them.
+    int experts = 0, experts_used = 0, expert_ffn = 0;
+    int64_t layer_params() const;  // matmul weights of all layers (norms left out)
+    // Of those, the ones one token multiplies by (attention, router, its experts): 2 flops
+    // each. Equal to layer_params() for a dense model.
+    int64_t active_layer_params() const;
+    // The layer weights a step of `tokens` tokens reads: every expert that at least one
+    // of them routes to, expected over uniform routing: experts (1 - (1 - used/experts)^n).
+    // One token reads its active parameters; a large batch, all of them.
+    double read_layer_params(int64_t tokens) const;
     int64_t lm_head_params() const;  // vocab x dim
     int64_t total_params() const;    // + lm head, embedding unless tied, RMS norm weights
     static SimShape of(const ModelShape& s);

@@ -50,6 +50,40 @@ TEST(SimPerfModel, ToyShapeParameters) {
     EXPECT_EQ(toy_shape().lm_head_params(), 32'768'000);
 }
 
+// Qwen3-30B-A3B (config.json): 30.5 B parameters, 3.3 B of them active per token.
+// Attention 48 x 18,874,368; experts 48 x 128 x (3 x 2048 x 768 + 2048 router);
+// embeddings and lm head 151,936 x 2048 each.
+TEST(SimPerfModel, MixtureOfExpertsActiveAndTotalParameters) {
+    auto shape = find_shape("qwen3-30b-a3b");
+    ASSERT_TRUE(shape.ok());
+    const SimShape s = SimShape::of(*shape);
+    EXPECT_EQ(s.head_dim, 128);
+    EXPECT_EQ(s.layer_params(), 48LL * (18'874'368 + 128LL * (4'718'592 + 2048)));
+    EXPECT_EQ(s.active_layer_params(), 48LL * (18'874'368 + 128 * 2048 + 8LL * 4'718'592));
+    EXPECT_NEAR(double(s.total_params()) / 1e9, 30.53, 0.01);
+    EXPECT_NEAR(double(s.active_layer_params() + 2 * s.lm_head_params()) / 1e9, 3.35, 0.01);
+    // One token reads its experts only; 512 tokens touch all of them (1 - (120/128)^512).
+    EXPECT_DOUBLE_EQ(s.read_layer_params(1), double(s.active_layer_params()));
+    EXPECT_NEAR(s.read_layer_params(512) / double(s.layer_params()), 1.0, 1e-9);
+    auto gpu = find_gpu("a100-80g");
+    ASSERT_TRUE(gpu.ok());
+    auto m = PerfModel::create(*gpu, s, 1, WeightType::kBf16, kernels::KvDtype::kBF16, {});
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    // Decode of one sequence costs the bytes of its active parameters, not of all 30 B:
+    // 2 x (active layers + lm head) plus its KV.
+    const StepCost one = m->step({{1, 0}});
+    EXPECT_NEAR(one.bytes_per_gpu,
+                2.0 * double(s.active_layer_params() + s.lm_head_params()) + 2.0 * 48 * 4 * 128 * 2,
+                1.0);
+    EXPECT_NEAR(one.flops,
+                2.0 * double(s.active_layer_params() + s.lm_head_params()) + 4.0 * 48 * 32 * 128,
+                1.0);
+    // Memory holds every expert.
+    auto plan = m->memory(0.9, 2048);
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    EXPECT_EQ(plan->weights, 2 * s.total_params());
+}
+
 TEST(SimPerfModel, DecodeBatchIsMemoryBound) {
     // 4 sequences, one new token each after 1000 cached.
     // FLOPs: 2*33,554,432*4 + 2*32,768,000*4 + 4*2 layers*8 heads*128*(4*1001 pairs)
