@@ -10,6 +10,7 @@
 #include "apps/cli_common.h"
 #include "apps/commands.h"
 #include "apps/engine_flags.h"
+#include "apps/hf_flags.h"
 #include "base/log.h"
 #include "engine/engine.h"
 #include "kernels/cpu/ops.h"
@@ -24,6 +25,7 @@ using Clock = std::chrono::steady_clock;
 struct GenerateFlags {
     std::string model = default_model_path();
     std::string weight_cache_dir;  // empty: no weight cache
+    hf::ConvertOptions hf;         // a Hugging Face directory's conversion
     std::string prompt;
     std::string prompts_file;
     int n = 128;
@@ -307,6 +309,7 @@ int run_generate(const GenerateFlags& f) {
     if (!cfg.ok()) return fail(cfg.error());
     model::LoadOptions load_opts;
     load_opts.weight_cache_dir = f.weight_cache_dir;
+    load_opts.hf = f.hf;
     auto m = model::Model::load(f.model, load_opts);
     if (!m.ok()) return fail(m.error());
     model::Model& model = **m;
@@ -362,9 +365,10 @@ void add_generate(CLI::App& app, std::function<int()>& action) {
                                      "Generate text through the batching engine: one prompt "
                                      "(streamed to stdout, speed on stderr) or a file of "
                                      "prompts run together (--prompts)");
-    c->add_option("-m,--model", f->model, "GGUF model file")
+    c->add_option("-m,--model", f->model, "GGUF model file or Hugging Face model directory")
         ->capture_default_str()
-        ->check(CLI::ExistingFile);
+        ->check(CLI::ExistingPath);
+    add_hf_flags(c, f->hf);
     c->add_option("--weight-cache-dir", f->weight_cache_dir,
                   "Keep the packed weights in a file here (as pagoda serve does by default), so "
                   "the next run maps them instead of packing; default: none");

@@ -5,6 +5,7 @@
 
 #include "apps/cli_common.h"
 #include "apps/commands.h"
+#include "hf/hf_convert.h"
 #include "model/model.h"
 #include "model/test_model.h"
 
@@ -105,6 +106,25 @@ int run_make_test(const MakeTestFlags& f) {
     return 0;
 }
 
+struct ConvertFlags {
+    std::string dir, out;
+    hf::ConvertOptions o;
+};
+
+int run_convert(const ConvertFlags& f) {
+    if (!hf::is_hf_dir(f.dir)) {
+        return fail(make_error(ErrorCode::kInvalidArgument,
+                               "{} is not a Hugging Face model directory (no config.json)", f.dir));
+    }
+    auto st = hf::convert(f.dir, f.out, f.o, [](size_t done, size_t total) {
+        progress_bar("converting", done, total);
+    });
+    if (!st.ok()) return fail(st.error());
+    std::fprintf(stderr, "wrote %s (%s, matrices %s)\n", f.out.c_str(), f.dir.c_str(),
+                 f.o.dtype.c_str());
+    return 0;
+}
+
 }  // namespace
 
 void add_model(CLI::App& app, std::function<int()>& action) {
@@ -114,7 +134,9 @@ void add_model(CLI::App& app, std::function<int()>& action) {
     auto path = std::make_shared<std::string>();
     CLI::App* info = m->add_subcommand(
         "info", "Architecture, sizes, tensor types, tokenizer and KV bytes per token");
-    info->add_option("MODEL", *path, "GGUF model file")->required()->check(CLI::ExistingFile);
+    info->add_option("MODEL", *path, "GGUF model file or Hugging Face model directory")
+        ->required()
+        ->check(CLI::ExistingPath);
     info->callback([path, &action] { action = [path] { return run_info(*path); }; });
 
     auto f = std::make_shared<MakeTestFlags>();
@@ -135,6 +157,25 @@ void add_model(CLI::App& app, std::function<int()>& action) {
         ->check(CLI::Range(1, 1 << 20));
     mk->add_option("-o,--output", f->out, "Output .gguf path")->required();
     mk->callback([f, &action] { action = [f] { return run_make_test(*f); }; });
+
+    auto cv = std::make_shared<ConvertFlags>();
+    CLI::App* conv =
+        m->add_subcommand("convert",
+                          "Write a Hugging Face model directory (config.json, *.safetensors, "
+                          "tokenizer.json) as one GGUF file that llama.cpp loads too");
+    conv->add_option("DIR", cv->dir, "The model directory")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    conv->add_option("-o,--output", cv->out, "Output .gguf path")->required();
+    conv->add_option("--dtype", cv->o.dtype,
+                     "Matrix type: auto (the checkpoint's F32/F16/BF16), f32, f16, bf16, q8_0, "
+                     "q4_0; norms, biases and routers stay f32")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "q8_0", "q4_0"}));
+    conv->add_option("--tokenizer", cv->o.tokenizer,
+                     "Take the tokenizer from this Hugging Face directory or GGUF file instead")
+        ->check(CLI::ExistingPath);
+    conv->callback([cv, &action] { action = [cv] { return run_convert(*cv); }; });
 
     struct PadFlags {
         std::string in, out;

@@ -18,6 +18,7 @@
 #include "apps/commands.h"
 #include "apps/config_file.h"
 #include "apps/engine_flags.h"
+#include "apps/hf_flags.h"
 #include "apps/serve_alerting.h"
 #include "apps/serve_startup.h"
 #include "apps/serve_warm.h"
@@ -51,6 +52,7 @@ struct ServeFlags {
     bool disable_access_log = false;
     std::string state_dir;         // empty: control::default_state_dir()
     std::string weight_cache_dir;  // empty: <state dir>/weight-cache
+    hf::ConvertOptions hf;         // a Hugging Face directory, converted to <state dir>/hf
     bool no_weight_cache = false;
     std::string stable_window = "10m";
     // The control plane (durations as parse_duration_ms takes them).
@@ -269,6 +271,9 @@ int run_serve(const ServeFlags& f) {
     if (!cfg.ok()) return fail(cfg.error());
     const auto t0 = Clock::now();
     model::LoadOptions load_opts;
+    load_opts.hf = f.hf;
+    load_opts.hf_cache_dir =
+        (f.state_dir.empty() ? control::default_state_dir() : f.state_dir) + "/hf";
     if (!f.no_weight_cache) {
         load_opts.weight_cache_dir =
             !f.weight_cache_dir.empty()
@@ -512,9 +517,11 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
     auto f = std::make_shared<ServeFlags>();
     CLI::App* c = app.add_subcommand(
         "serve", "Serve the OpenAI-compatible API (completions, chat, models, tokenize, metrics)");
-    c->add_option("-m,--model", f->model, "GGUF model file (default: the bundled model)")
+    c->add_option("-m,--model", f->model,
+                  "GGUF model file or Hugging Face model directory (default: the bundled model)")
         ->capture_default_str()
-        ->check(CLI::ExistingFile);
+        ->check(CLI::ExistingPath);
+    add_hf_flags(c, f->hf);
     c->add_option("--host", f->host, "Address to listen on")->capture_default_str();
     c->add_option("--port", f->port, "Port to listen on; 0 = any free port (logged)")
         ->capture_default_str()

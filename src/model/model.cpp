@@ -46,6 +46,12 @@ auto on_transient_thread(F&& f) -> decltype(f()) {
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, LoadOptions opts) {
+    if (hf::is_hf_dir(path)) {
+        const std::string dir =
+            opts.hf_cache_dir.empty() ? hf::default_cache_dir() : opts.hf_cache_dir;
+        PAGODA_ASSIGN_OR_RETURN(std::string gguf, hf::resolve(path, dir, opts.hf));
+        return on_transient_thread([&] { return load_on_this_thread(gguf, opts); });
+    }
     return on_transient_thread([&] { return load_on_this_thread(path, opts); });
 }
 

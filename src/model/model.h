@@ -12,6 +12,7 @@
 #include "base/mapped_file.h"
 #include "base/result.h"
 #include "formats/gguf.h"
+#include "hf/hf_convert.h"
 #include "kvcache/kv_pool.h"
 #include "model/architecture.h"
 #include "model/config.h"
@@ -28,6 +29,10 @@ struct LoadOptions {
     // (weight_cache.h): a start with a warm cache maps them instead of packing. Empty: off.
     std::string weight_cache_dir;
     WeightCache::Use weight_cache_use = WeightCache::Use::kAuto;
+    // A Hugging Face directory (config.json, *.safetensors, tokenizer.json) is converted
+    // once to a GGUF file in this folder (empty: hf::default_cache_dir()), then loaded.
+    std::string hf_cache_dir;
+    hf::ConvertOptions hf;  // matrix type (--quantization), --tokenizer, generation config
 };
 
 // What the weight cache did at load.
