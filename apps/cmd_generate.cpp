@@ -109,6 +109,23 @@ Result<std::vector<Job>> read_prompts(const std::string& path, const engine::Sam
             PAGODA_TRY(read_field(j, "n", sp.n, where));
             PAGODA_TRY(read_field(j, "logprobs", sp.logprobs, where));
             PAGODA_TRY(read_field(j, "stop_token_ids", sp.stop_token_ids, where));
+            if (j.contains("logit_bias")) {  // OpenAI's shape: {"token id": bias}
+                if (!j["logit_bias"].is_object()) {
+                    return make_error(ErrorCode::kInvalidArgument,
+                                      "{}: \"logit_bias\" must map token ids to numbers", where);
+                }
+                for (auto& [id, b] : j["logit_bias"].items()) {
+                    char* end = nullptr;
+                    const long t = std::strtol(id.c_str(), &end, 10);
+                    if (*end != '\0' || !b.is_number() || t < 0) {
+                        return make_error(ErrorCode::kInvalidArgument,
+                                          "{}: logit_bias[\"{}\"]: a token id must map to a number",
+                                          where, id);
+                    }
+                    sp.logit_bias.emplace_back(int32_t(t),
+                                               std::clamp(b.get<float>(), -100.0f, 100.0f));
+                }
+            }
             PAGODA_TRY(read_field(j, "priority", job.request.priority, where));
             if (j.contains("stop") && j["stop"].is_string()) {
                 sp.stop = {j["stop"].get<std::string>()};

@@ -198,6 +198,12 @@ Status write_tokenizer(const std::string& dir, const std::string& override_path,
                           "{}: {} tokens, but config.json's vocab_size is {}", path,
                           k.tokens.size(), vocab_rows);
     }
+    // The token list spans the embedding's rows, as llama.cpp requires: [PAD{i}], unused.
+    for (int64_t i = int64_t(k.tokens.size()); i < vocab_rows; ++i) {
+        k.tokens.push_back(fmt::format("[PAD{}]", i));
+        k.types.push_back(5);
+        if (spm) k.scores.push_back(0.0f);
+    }
     w.add_string("tokenizer.ggml.model", spm ? "llama" : "gpt2");
     if (byte_level) {
         PAGODA_ASSIGN_OR_RETURN(std::string pre, pre_name(t["pre_tokenizer"], path));

@@ -5,7 +5,7 @@ Qwen3-MoE, OLMoE and Granite MoE: rotate_half RoPE on the checkpoint's own Q/K r
 repeat_kv for GQA, SwiGLU, RMSNorm, tied embeddings, softmax routers with top-k.
 
   hf_forward.py DIR IDS...   -> prints, for every position, the argmax and its margin
-  hf_forward.py DIR --check PROMPT_IDS GENERATED_IDS [--tie T]
+  hf_forward.py DIR --check PROMPT_IDS GENERATED_IDS [--tie T] [--ban LO-HI]
       exits 1 unless every generated token is the argmax after the prompt and the tokens
       before it, or within T of it (default 1e-3)."""
 import json, struct, sys, os
@@ -135,6 +135,9 @@ def main():
         gen = [int(t) for t in sys.argv[i + 2].split(",")]
         tie = float(sys.argv[sys.argv.index("--tie") + 1]) if "--tie" in sys.argv else 1e-3
         z = forward(dir, prompt + gen[:-1])
+        if "--ban" in sys.argv:  # LO-HI: ids the generation was not allowed to pick
+            lo, hi = map(int, sys.argv[sys.argv.index("--ban") + 1].split("-"))
+            z[:, lo:hi + 1] = -np.inf
         bad = 0
         for j, t in enumerate(gen):
             row = z[len(prompt) - 1 + j]

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `pagoda model convert`'s GGUF against llama.cpp (issue 39). For each architecture,
+# tests/hf/make_hf_dir.py writes a random-weight Hugging Face directory (fixed seed: the
+# test writes the same one again), `pagoda model convert` writes its GGUF, and the shared
+# llama-server's greedy continuation (16 tokens, one streamed request per token) of a
+# fixed prompt is recorded in testdata/hf_llamacpp.txt, which tests/hf_test.sh checks
+# Pagoda's own greedy tokens on the directory against. Ids 128-255 (the fixture's bytes
+# 0x80-0xFF) are banned on both sides: a random model emits lone UTF-8 bytes, whose text
+# llama-server's parser refuses.
+#
+#   scripts/hf-parity.sh
+#
+# Needs build/apps/pagoda, Debian's python3-numpy and ../shared/anchors/llama.cpp/bin
+# (LLAMACPP_BIN overrides).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=build/apps/pagoda
+LLAMA=${LLAMACPP_BIN:-$(cd .. && pwd)/shared/anchors/llama.cpp/bin}
+[ -x "$LLAMA/llama-server" ] || { echo "no llama-server in $LLAMA (set LLAMACPP_BIN)" >&2; exit 2; }
+[ -x "$BIN" ] || { echo "$BIN is not built (cmake --build build)" >&2; exit 2; }
+OUT=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$OUT"' EXIT
+. scripts/llamacpp-lib.sh
+llamacpp_copy "$LLAMA" "$OUT/llama"
+PORT=${PORT:-8393}
+PROMPT=79,110,99,101,269,259
+N=16
+T=testdata/hf_llamacpp.txt
+{
+    echo "# Written by scripts/hf-parity.sh: llama.cpp's greedy continuation ($N tokens, llama-server"
+    echo "# temperature 0) of prompt ids $PROMPT on \`pagoda model convert\` of the directory that"
+    echo "# tests/hf/make_hf_dir.py ARCH --seed 5 --dtype DTYPE writes, ids 128-255 banned."
+    echo "# Fields: arch dtype tokens."
+} > "$T"
+for spec in "llama bf16" "qwen2 f32" "qwen3 bf16" "mixtral f32" "qwen3moe bf16" "olmoe f32" "granitemoe f32"; do
+    read -r arch dtype <<< "$spec"
+    /usr/bin/python3 tests/hf/make_hf_dir.py "$arch" "$OUT/$arch" --seed 5 --dtype "$dtype"
+    "$BIN" model convert "$OUT/$arch" -o "$OUT/$arch.gguf" 2> /dev/null
+    "$OUT/llama/llama-server" -m "$OUT/$arch.gguf" -t 2 -c 512 --port "$PORT" > "$OUT/server.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 60); do curl -sf "localhost:$PORT/health" > /dev/null && break; sleep 0.5; done
+    got=$(python3 - "$PORT" "$N" "$PROMPT" <<'PY'
+import json, sys, urllib.request
+port, n, ids = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3].split(",")]
+out = []
+for _ in range(n):
+    body = {"prompt": ids + out, "n_predict": 1, "temperature": 0, "return_tokens": True,
+            "cache_prompt": False, "stream": True, "logit_bias": [[t, False] for t in range(128, 256)]}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    got = None
+    for line in urllib.request.urlopen(req):
+        line = line.decode().strip()
+        if line.startswith("data: ") and json.loads(line[6:]).get("tokens"):
+            got = json.loads(line[6:])["tokens"][0]
+            break
+    if got is None:
+        sys.exit(f"llama-server gave no token after {ids + out}")
+    out.append(got)
+print(",".join(map(str, out)))
+PY
+)
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    echo "$arch $dtype: $got"
+    echo "$arch $dtype $got" >> "$T"
+done
+echo "wrote $T"
