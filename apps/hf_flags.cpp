@@ -26,7 +26,9 @@ void add_hf_flags(CLI::App* c, hf::ConvertOptions& o) {
                   "not give them; vllm: ignore it")
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "vllm"}))
-        ->each([&o](const std::string& v) { o.generation_config = v == "auto"; });
+        ->each([&o, gen](const std::string& v) {  // gen: kept alive with the option
+            o.generation_config = v == "auto";
+        });
 }
 
 }  // namespace pagoda::app

@@ -10,7 +10,7 @@ PKGS=(
   libpcre2-dev libsqlite3-dev libsqlitecpp-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev clang-format-14 clang-tidy-14
-  curl python3 python3-jinja2 prometheus prometheus-alertmanager chromium
+  curl python3 python3-jinja2 python3-numpy prometheus prometheus-alertmanager chromium
 )
 
 missing=()

@@ -101,5 +101,32 @@ if "$PAGODA" model convert "$WORK/llama" --tokenizer "$WORK/qwen2" -o "$WORK/tok
 else
     bad "--tokenizer DIR did not convert"
 fi
+# 4. Serving a directory: the chat template from tokenizer_config.json, and
+# generation_config.json's sampling defaults (vLLM's --generation-config auto): with its
+# temperature 0, requests that set none are greedy whatever their seed; `vllm` ignores it.
+$PY tests/hf/make_hf_dir.py qwen2 "$WORK/served" --seed 7
+$PY - "$WORK/served/generation_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["temperature"] = 0.0
+json.dump(c, open(sys.argv[1], "w"))
+PY
+texts() {  # four completions with seeds 1-4, one line each
+    for seed in 1 2 3 4; do
+        curl -s "$(URL /v1/completions)" -H 'Content-Type: application/json' \
+            -d "{\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"seed\":$seed}" | jq_ 'd["choices"][0]["text"]'
+    done
+}
+MODEL=$WORK/served
+start_server "$TMP/served.log" --state-dir "$WORK/s1"
+code=$(curl -s -o "$WORK/chat.json" -w '%{http_code}' "$(URL /v1/chat/completions)" -H 'Content-Type: application/json' \
+    -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":4}')
+expect_eq "chat completions on a directory's tokenizer_config.json template" "$code $(jq_ 'd["choices"][0]["message"]["role"]' < "$WORK/chat.json")" "200 assistant"
+expect_eq "generation_config.json's temperature 0 applies to requests without one" "$(texts | sort -u | wc -l)" "1"
+kill "$SPID"; wait "$SPID" 2>/dev/null
+start_server "$TMP/served2.log" --state-dir "$WORK/s2" --generation-config vllm
+n=$(texts | sort -u | wc -l)
+if [ "$n" -gt 1 ]; then ok "--generation-config vllm ignores it ($n different texts of 4 seeds)"; else bad "--generation-config vllm: the 4 seeds gave one text"; fi
+kill "$SPID"; wait "$SPID" 2>/dev/null
+
 echo "hf_test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -82,6 +82,19 @@ Result<std::unique_ptr<Model>> Model::load_on_this_thread(const std::string& pat
         const int64_t window = g.get_int_or("mistral.attention.sliding_window", 0);
         if (window > 0 && window < m->cfg_.context_length) m->cfg_.context_length = int(window);
     }
+    if (opts.hf.generation_config) {  // --generation-config auto
+        auto f = [&](const char* k) -> std::optional<float> {
+            const formats::GgufValue* v = g.find(std::string("pagoda.generation.") + k);
+            if (!v || !v->as_double()) return std::nullopt;
+            return float(*v->as_double());
+        };
+        GenerationDefaults& d = m->gen_defaults_;
+        d.temperature = f("temperature");
+        d.top_p = f("top_p");
+        d.min_p = f("min_p");
+        d.repetition_penalty = f("repetition_penalty");
+        if (auto k = f("top_k")) d.top_k = int(*k);
+    }
     PAGODA_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(g));
     if (tok.vocab().size() > m->cfg_.vocab_size) {
         return make_error(ErrorCode::kInvalidFile,

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +34,15 @@ struct LoadOptions {
     // once to a GGUF file in this folder (empty: hf::default_cache_dir()), then loaded.
     std::string hf_cache_dir;
     hf::ConvertOptions hf;  // matrix type (--quantization), --tokenizer, generation config
+};
+
+// Sampling defaults a model ships (a Hugging Face directory's generation_config.json, kept
+// as pagoda.generation.* keys by the conversion): applied to requests that do not set the
+// field, as vLLM's --generation-config auto does. Unset fields keep the server's defaults.
+struct GenerationDefaults {
+    std::optional<float> temperature, top_p, min_p, repetition_penalty;
+    std::optional<int> top_k;
+    bool any() const { return temperature || top_p || min_p || repetition_penalty || top_k; }
 };
 
 // What the weight cache did at load.
@@ -109,6 +119,7 @@ class Model {
     const ModelConfig& config() const { return cfg_; }
     const Weights& weights() const { return weights_; }
     const Architecture& architecture() const { return *arch_; }
+    const GenerationDefaults& generation_defaults() const { return gen_defaults_; }
     const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
     const formats::GgufFile& gguf() const { return *gguf_; }
     const MappedFile& file() const { return file_; }
@@ -144,6 +155,7 @@ class Model {
     std::unique_ptr<formats::GgufFile> gguf_;
     const Architecture* arch_ = nullptr;
     ModelConfig cfg_;
+    GenerationDefaults gen_defaults_;
     Weights weights_;
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
     std::unique_ptr<WeightCache> weight_cache_;  // mapped: the adopted weights point into it

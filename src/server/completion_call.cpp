@@ -426,11 +426,20 @@ http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin
     // The body again with its key order kept (a tool's parameters in the prompt, a schema's
     // properties in the output).
     const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
-    auto parsed = parse_generation_request(
-        *body, chat,
-        {ctx.served_model_name, ctx.engine.config().sched.max_model_len, mc.vocab_size, ctx.chat,
-         ordered.is_object() ? &ordered : nullptr, ctx.constraints, ctx.tool_parser},
-        ctx.engine.model().tokenizer());
+    // generation_config.json's defaults under the fields the request sets.
+    const model::GenerationDefaults& gd = ctx.engine.model().generation_defaults();
+    engine::SamplingParams defaults;
+    defaults.temperature = gd.temperature.value_or(defaults.temperature);
+    defaults.top_p = gd.top_p.value_or(defaults.top_p);
+    defaults.top_k = gd.top_k.value_or(defaults.top_k);
+    defaults.min_p = gd.min_p.value_or(defaults.min_p);
+    defaults.repetition_penalty = gd.repetition_penalty.value_or(defaults.repetition_penalty);
+    auto parsed =
+        parse_generation_request(*body, chat,
+                                 {ctx.served_model_name, ctx.engine.config().sched.max_model_len,
+                                  mc.vocab_size, ctx.chat, ordered.is_object() ? &ordered : nullptr,
+                                  ctx.constraints, ctx.tool_parser, gd.any() ? &defaults : nullptr},
+                                 ctx.engine.model().tokenizer());
     if (auto* e = std::get_if<RequestError>(&parsed)) {
         return reply(api_error(e->status, e->message, e->type, e->param));
     }

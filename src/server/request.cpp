@@ -298,6 +298,7 @@ std::variant<ParsedRequest, RequestError> parse_generation_request(
                             "NotFoundError", "model"};
     }
     ParsedRequest out;
+    if (limits.defaults) out.sampling = *limits.defaults;
     bool max_given = false;
     std::optional<RequestError> e = chat ? read_chat_prompt(j, limits, tok, out.prompts)
                                          : read_completion_prompts(j, tok, out.prompts);

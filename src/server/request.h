@@ -71,6 +71,8 @@ struct RequestLimits {
     const nlohmann::ordered_json* ordered_body = nullptr;
     ConstraintCache* constraints = nullptr;  // null: grammars compiled per request
     ToolParser tool_parser = ToolParser::kLlama3Json;
+    // The model's sampling defaults (generation_config.json), fields a request leaves out.
+    const engine::SamplingParams* defaults = nullptr;
 };
 
 struct ParsedRequest {
