@@ -57,7 +57,17 @@ void Model::moe_block(const LayerWeights& L, int T) {
     float *x = s_.x.data(), *h = s_.h.data();
     // Router: softmax over the experts, each row's top-k grouped by expert.
     if (s_.probs.size() < size_t(T) * size_t(E)) s_.probs.resize(size_t(T) * size_t(E));
-    L.router.forward(h, T, s_.probs.data());
+    if (T <= 4 && L.router.view.type == formats::TensorType::kF32 && L.router.bias.empty()) {
+        // Decode: a few thousand products, cheaper on this thread than in a parallel pass.
+        const auto* w = reinterpret_cast<const float*>(L.router.view.data);
+        for (int t = 0; t < T; ++t) {
+            for (int e = 0; e < E; ++e)
+                s_.probs[size_t(t) * size_t(E) + size_t(e)] =
+                    kernels::cpu::dot_f32(h + size_t(t) * D, w + size_t(e) * D, D);
+        }
+    } else {
+        L.router.forward(h, T, s_.probs.data());
+    }
     s_.routed.resize(size_t(E));
     for (auto& r : s_.routed) r.clear();
     std::vector<std::pair<int, float>> chosen;
@@ -90,7 +100,7 @@ void Model::moe_block(const LayerWeights& L, int T) {
         L, offset, [&](const Expert& ex) { return &ex.gate_up; }, s_.xe.data(), D, s_.fused.data(),
         2 * F);
     float* act = s_.up.data();
-#pragma omp parallel for schedule(static) if (rows > 1)
+#pragma omp parallel for schedule(static) if (rows >= 16)
     for (size_t i = 0; i < rows; ++i) {
         const float* row = s_.fused.data() + i * 2 * size_t(F);
         kernels::cpu::swiglu(row, row + F, F, act + i * size_t(F));
