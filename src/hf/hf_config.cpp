@@ -58,6 +58,53 @@ std::vector<float> llama3_rope_freqs(const json& rs, double theta, int head_dim)
     return out;
 }
 
+// The experts' count, top-k and width, and the fields a mixture's GGUF architecture fixes.
+template <class Need, class Bad>
+Status read_experts(const json& j, Need& need, Bad& bad, HfConfig& c) {
+    const char* n_key =
+        c.experts_layout == ExpertLayout::kQwenOlmo ? "num_experts" : "num_local_experts";
+    PAGODA_TRY(need(n_key, c.experts));
+    PAGODA_TRY(need("num_experts_per_tok", c.experts_used));
+    PAGODA_TRY(
+        need(c.arch == "qwen3moe" ? "moe_intermediate_size" : "intermediate_size", c.expert_ffn));
+    c.ffn = c.expert_ffn;
+    const bool norm = j.value("norm_topk_prob", c.arch != "olmoe");
+    if (norm != (c.arch != "olmoe")) {
+        return bad("norm_topk_prob", fmt::format("= {} is not supported for {} (its GGUF "
+                                                 "architecture fixes it to {})",
+                                                 norm, c.hf_arch, !norm));
+    }
+    if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() &&
+        !j["mlp_only_layers"].empty())
+        return bad("mlp_only_layers", "is not empty: dense layers among experts are not read");
+    return ok_status();
+}
+
+// Granite's multipliers and rope_scaling (linear, or Llama 3's per-frequency factors).
+Status read_scales_and_rope(const json& j, const std::string& path, HfConfig& c) {
+    if (c.arch == "granitemoe") {
+        c.embedding_scale = j.value("embedding_multiplier", 1.0);
+        c.residual_scale = j.value("residual_multiplier", 1.0);
+        c.attention_scale = j.value("attention_multiplier", 0.0);
+        c.logit_scale = j.value("logits_scaling", 1.0);
+    }
+    if (!j.contains("rope_scaling") || !j["rope_scaling"].is_object()) return ok_status();
+    const json& rs = j["rope_scaling"];
+    const std::string type = rs.value("rope_type", rs.value("type", std::string("none")));
+    if (type == "linear") {
+        c.rope_scaling = "linear";
+        c.rope_factor = rs.value("factor", 1.0);
+    } else if (type == "llama3") {
+        c.rope_freqs = llama3_rope_freqs(rs, c.rope_theta, c.head_dim);
+    } else if (type != "default" && type != "none") {
+        return make_error(ErrorCode::kUnsupported,
+                          "{}: field 'rope_scaling' has type '{}', which is not supported "
+                          "(supported: linear, llama3)",
+                          path, type);
+    }
+    return ok_status();
+}
+
 }  // namespace
 
 std::vector<std::string> hf_architectures() {
@@ -127,42 +174,9 @@ Result<HfConfig> read_hf_config(const std::string& dir) {
     if (c.experts_layout == ExpertLayout::kNone) {
         PAGODA_TRY(need("intermediate_size", c.ffn));
     } else {
-        const char* n_key =
-            c.experts_layout == ExpertLayout::kQwenOlmo ? "num_experts" : "num_local_experts";
-        PAGODA_TRY(need(n_key, c.experts));
-        PAGODA_TRY(need("num_experts_per_tok", c.experts_used));
-        PAGODA_TRY(need(c.arch == "qwen3moe" ? "moe_intermediate_size" : "intermediate_size",
-                        c.expert_ffn));
-        c.ffn = c.expert_ffn;
-        const bool norm = j.value("norm_topk_prob", c.arch != "olmoe");
-        if (norm != (c.arch != "olmoe")) {
-            return bad("norm_topk_prob", fmt::format("= {} is not supported for {} (its GGUF "
-                                                     "architecture fixes it to {})",
-                                                     norm, c.hf_arch, !norm));
-        }
-        if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() &&
-            !j["mlp_only_layers"].empty())
-            return bad("mlp_only_layers", "is not empty: dense layers among experts are not read");
+        PAGODA_TRY(read_experts(j, need, bad, c));
     }
-    if (c.arch == "granitemoe") {
-        c.embedding_scale = j.value("embedding_multiplier", 1.0);
-        c.residual_scale = j.value("residual_multiplier", 1.0);
-        c.attention_scale = j.value("attention_multiplier", 0.0);
-        c.logit_scale = j.value("logits_scaling", 1.0);
-    }
-    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-        const json& rs = j["rope_scaling"];
-        const std::string type = rs.value("rope_type", rs.value("type", std::string("none")));
-        if (type == "linear") {
-            c.rope_scaling = "linear";
-            c.rope_factor = rs.value("factor", 1.0);
-        } else if (type == "llama3") {
-            c.rope_freqs = llama3_rope_freqs(rs, c.rope_theta, c.head_dim);
-        } else if (type != "default" && type != "none") {
-            return bad("rope_scaling",
-                       fmt::format("type '{}' is not supported (supported: linear, llama3)", type));
-        }
-    }
+    PAGODA_TRY(read_scales_and_rope(j, path, c));
     if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0)
         return bad("num_key_value_heads", "must divide num_attention_heads");
     if (c.head_dim <= 0 || c.head_dim % 2 != 0) return bad("head_dim", "must be even");

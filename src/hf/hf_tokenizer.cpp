@@ -167,6 +167,90 @@ Result<Tok> read_vocab(const json& t, const std::string& path, bool spm) {
     return k;
 }
 
+// BOS/EOS/UNK/PAD/EOT ids and add_bos/add_eos: tokenizer_config.json's names, else the
+// post-processor's first special token (add_bos) and generation_config.json's eos ids (EOT
+// is the first one that is not the EOS).
+void write_special_ids(const json& t, const json& cfg, const json& gen, const Tok& k, bool spm,
+                       formats::GgufWriter& w) {
+    auto id_of = [&](const std::string& key) -> int64_t {
+        if (!cfg.is_object() || !cfg.contains(key)) return -1;
+        auto it = k.id.find(token_text(cfg[key]));
+        return it == k.id.end() ? -1 : it->second;
+    };
+    int64_t bos = id_of("bos_token"), eos = id_of("eos_token");
+    const int64_t unk = id_of("unk_token"), pad = id_of("pad_token");
+    // add_bos: the config's flag, else whether the post-processor puts a special token first.
+    bool add_bos = spm;
+    if (cfg.is_object() && cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean()) {
+        add_bos = cfg["add_bos_token"].get<bool>();
+    } else if (t.contains("post_processor") && t["post_processor"].is_object()) {
+        std::vector<const json*> tp;
+        find_typed(t["post_processor"], "TemplateProcessing", tp);
+        add_bos = false;
+        if (!tp.empty() && (*tp[0]).contains("single") && !(*tp[0])["single"].empty() &&
+            (*tp[0])["single"][0].contains("SpecialToken")) {
+            add_bos = true;
+            auto it = k.id.find((*tp[0])["single"][0]["SpecialToken"].value("id", std::string()));
+            if (it != k.id.end() && bos < 0) bos = it->second;
+        }
+    }
+    int64_t eot = -1;
+    if (gen.is_object() && gen.contains("eos_token_id")) {
+        const json& e = gen["eos_token_id"];
+        std::vector<int64_t> ids;
+        if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
+        if (e.is_array()) {
+            for (const auto& x : e) {
+                if (x.is_number_integer()) ids.push_back(x.get<int64_t>());
+            }
+        }
+        if (eos < 0 && !ids.empty()) eos = ids[0];
+        for (int64_t x : ids) {
+            if (x != eos && eot < 0) eot = x;
+        }
+    }
+    if (bos < 0 && gen.is_object() && gen.contains("bos_token_id") &&
+        gen["bos_token_id"].is_number_integer())
+        bos = gen["bos_token_id"].get<int64_t>();
+    const int64_t n = int64_t(k.tokens.size());
+    auto put = [&](const char* key, int64_t v) {
+        if (v >= 0 && v < n) w.add_u32(key, uint32_t(v));
+    };
+    put("tokenizer.ggml.bos_token_id", bos);
+    put("tokenizer.ggml.eos_token_id", eos);
+    put("tokenizer.ggml.unknown_token_id", unk);
+    put("tokenizer.ggml.padding_token_id", pad);
+    put("tokenizer.ggml.eot_token_id", eot);
+    w.add_bool("tokenizer.ggml.add_bos_token", add_bos);
+    w.add_bool("tokenizer.ggml.add_eos_token",
+               cfg.is_object() && cfg.value("add_eos_token", false));
+}
+
+// The chat template (a string, or the "default" of a list) and generation_config.json's
+// sampling defaults as pagoda.generation.* keys.
+void write_template_and_defaults(const json& cfg, const json& gen, bool generation_config,
+                                 formats::GgufWriter& w) {
+    if (cfg.is_object() && cfg.contains("chat_template")) {
+        const json& ct = cfg["chat_template"];
+        std::string tmpl;
+        if (ct.is_string()) tmpl = ct.get<std::string>();
+        if (ct.is_array()) {
+            for (const auto& e : ct) {
+                if (e.value("name", std::string()) == "default") tmpl = e.value("template", "");
+            }
+        }
+        if (!tmpl.empty()) w.add_string("tokenizer.chat_template", tmpl);
+    }
+    if (generation_config && gen.is_object()) {
+        for (const char* key : {"temperature", "top_p", "top_k", "min_p", "repetition_penalty"}) {
+            if (gen.contains(key) && gen[key].is_number())
+                w.add_f32(std::string("pagoda.generation.") + key, gen[key].get<float>());
+        }
+        if (gen.contains("max_new_tokens") && gen["max_new_tokens"].is_number_integer())
+            w.add_u32("pagoda.generation.max_new_tokens", gen["max_new_tokens"].get<uint32_t>());
+    }
+}
+
 }  // namespace
 
 Status write_tokenizer(const std::string& dir, const std::string& override_path, int vocab_rows,
@@ -220,77 +304,8 @@ Status write_tokenizer(const std::string& dir, const std::string& override_path,
     w.add_i32_array("tokenizer.ggml.token_type", k.types);
     if (spm) w.add_f32_array("tokenizer.ggml.scores", k.scores);
     if (byte_level) w.add_string_array("tokenizer.ggml.merges", k.merges);
-    auto id_of = [&](const std::string& key) -> int64_t {
-        if (!cfg.is_object() || !cfg.contains(key)) return -1;
-        auto it = k.id.find(token_text(cfg[key]));
-        return it == k.id.end() ? -1 : it->second;
-    };
-    int64_t bos = id_of("bos_token"), eos = id_of("eos_token");
-    const int64_t unk = id_of("unk_token"), pad = id_of("pad_token");
-    // add_bos: the config's flag, else whether the post-processor puts a special token first.
-    bool add_bos = spm;
-    if (cfg.is_object() && cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean()) {
-        add_bos = cfg["add_bos_token"].get<bool>();
-    } else if (t.contains("post_processor") && t["post_processor"].is_object()) {
-        std::vector<const json*> tp;
-        find_typed(t["post_processor"], "TemplateProcessing", tp);
-        add_bos = false;
-        if (!tp.empty() && (*tp[0]).contains("single") && !(*tp[0])["single"].empty() &&
-            (*tp[0])["single"][0].contains("SpecialToken")) {
-            add_bos = true;
-            auto it = k.id.find((*tp[0])["single"][0]["SpecialToken"].value("id", std::string()));
-            if (it != k.id.end() && bos < 0) bos = it->second;
-        }
-    }
-    int64_t eot = -1;
-    if (gen.is_object() && gen.contains("eos_token_id")) {
-        const json& e = gen["eos_token_id"];
-        std::vector<int64_t> ids;
-        if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
-        if (e.is_array()) {
-            for (const auto& x : e) {
-                if (x.is_number_integer()) ids.push_back(x.get<int64_t>());
-            }
-        }
-        if (eos < 0 && !ids.empty()) eos = ids[0];
-        for (int64_t x : ids) {
-            if (x != eos && eot < 0) eot = x;
-        }
-    }
-    if (bos < 0 && gen.is_object() && gen.contains("bos_token_id") &&
-        gen["bos_token_id"].is_number_integer())
-        bos = gen["bos_token_id"].get<int64_t>();
-    const int64_t n = int64_t(k.tokens.size());
-    auto put = [&](const char* key, int64_t v) {
-        if (v >= 0 && v < n) w.add_u32(key, uint32_t(v));
-    };
-    put("tokenizer.ggml.bos_token_id", bos);
-    put("tokenizer.ggml.eos_token_id", eos);
-    put("tokenizer.ggml.unknown_token_id", unk);
-    put("tokenizer.ggml.padding_token_id", pad);
-    put("tokenizer.ggml.eot_token_id", eot);
-    w.add_bool("tokenizer.ggml.add_bos_token", add_bos);
-    w.add_bool("tokenizer.ggml.add_eos_token",
-               cfg.is_object() && cfg.value("add_eos_token", false));
-    if (cfg.is_object() && cfg.contains("chat_template")) {
-        const json& ct = cfg["chat_template"];
-        std::string tmpl;
-        if (ct.is_string()) tmpl = ct.get<std::string>();
-        if (ct.is_array()) {
-            for (const auto& e : ct) {
-                if (e.value("name", std::string()) == "default") tmpl = e.value("template", "");
-            }
-        }
-        if (!tmpl.empty()) w.add_string("tokenizer.chat_template", tmpl);
-    }
-    if (generation_config && gen.is_object()) {
-        for (const char* key : {"temperature", "top_p", "top_k", "min_p", "repetition_penalty"}) {
-            if (gen.contains(key) && gen[key].is_number())
-                w.add_f32(std::string("pagoda.generation.") + key, gen[key].get<float>());
-        }
-        if (gen.contains("max_new_tokens") && gen["max_new_tokens"].is_number_integer())
-            w.add_u32("pagoda.generation.max_new_tokens", gen["max_new_tokens"].get<uint32_t>());
-    }
+    write_special_ids(t, cfg, gen, k, spm, w);
+    write_template_and_defaults(cfg, gen, generation_config, w);
     return ok_status();
 }
 

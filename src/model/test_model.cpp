@@ -134,21 +134,8 @@ static Status copy_tokenizer(const formats::GgufFile& vg, const ModelShape& s,
     return ok_status();
 }
 
-Status write_test_model(const TestModelOptions& o,
-                        const std::function<void(size_t, size_t)>& progress) {
-    const ModelShape& s = o.shape;
-    if (o.dtype != TensorType::kF32 && o.dtype != TensorType::kF16 &&
-        o.dtype != TensorType::kBF16 && o.dtype != TensorType::kQ8_0 &&
-        o.dtype != TensorType::kQ4_0) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "dtype {} is not supported (allowed: f32, f16, bf16, q8_0, q4_0)",
-                          formats::tensor_type_name(o.dtype));
-    }
-    PAGODA_ASSIGN_OR_RETURN(MappedFile vf, MappedFile::open(o.vocab_path));
-    PAGODA_ASSIGN_OR_RETURN(formats::GgufFile vg,
-                            formats::GgufFile::parse(vf.bytes(), o.vocab_path));
-
-    formats::GgufWriter w;
+// general.* and {arch}.* keys of a shape (Granite's multipliers are Granite 3.0's).
+static void write_shape_metadata(const ModelShape& s, formats::GgufWriter& w) {
     const std::string& a = s.arch;
     w.add_string("general.architecture", a);
     w.add_string("general.name", "pagoda-test-" + s.name);
@@ -177,7 +164,44 @@ Status write_test_model(const TestModelOptions& o,
         w.add_f32(a + ".attention.scale", 0.015625f);
         w.add_f32(a + ".logit_scale", 6.0f);
     }
+}
 
+// Router logits of std ~1.5 (after the norm): spread probabilities, so every expert of
+// the top-k weighs in, with margins far above rounding; experts are [experts][rows][cols]
+// (ffn_{gate,up,down}_exps). `tid` numbers the tensors' random streams.
+static void write_experts(formats::GgufWriter& w, const ModelShape& s, TensorType type,
+                          const std::string& p, float sd, float out_sd, uint64_t& tid) {
+    const uint64_t n = uint64_t(s.num_experts), f = uint64_t(s.expert_ffn_dim);
+    const uint64_t d = uint64_t(s.dim);
+    w.add_tensor_lazy(
+        p + "ffn_gate_inp.weight", TensorType::kF32, {d, n},
+        random_fill(TensorType::kF32, int64_t(n), int64_t(d), 1.5f / std::sqrt(float(d)), ++tid));
+    w.add_tensor_lazy(p + "ffn_gate_exps.weight", type, {d, f, n},
+                      random_fill(type, int64_t(n * f), int64_t(d), sd, ++tid));
+    w.add_tensor_lazy(p + "ffn_up_exps.weight", type, {d, f, n},
+                      random_fill(type, int64_t(n * f), int64_t(d), sd, ++tid));
+    w.add_tensor_lazy(p + "ffn_down_exps.weight", type, {f, d, n},
+                      random_fill(type, int64_t(n * d), int64_t(f), out_sd, ++tid));
+}
+
+Status write_test_model(const TestModelOptions& o,
+                        const std::function<void(size_t, size_t)>& progress) {
+    const ModelShape& s = o.shape;
+    if (o.dtype != TensorType::kF32 && o.dtype != TensorType::kF16 &&
+        o.dtype != TensorType::kBF16 && o.dtype != TensorType::kQ8_0 &&
+        o.dtype != TensorType::kQ4_0) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "dtype {} is not supported (allowed: f32, f16, bf16, q8_0, q4_0)",
+                          formats::tensor_type_name(o.dtype));
+    }
+    PAGODA_ASSIGN_OR_RETURN(MappedFile vf, MappedFile::open(o.vocab_path));
+    PAGODA_ASSIGN_OR_RETURN(formats::GgufFile vg,
+                            formats::GgufFile::parse(vf.bytes(), o.vocab_path));
+
+    formats::GgufWriter w;
+    const std::string& a = s.arch;
+    const int hd = s.head_dim > 0 ? s.head_dim : s.dim / s.num_heads;
+    write_shape_metadata(s, w);
     PAGODA_TRY(copy_tokenizer(vg, s, o.vocab_path, w));
 
     const int64_t qd = int64_t(s.num_heads) * hd, kvd = int64_t(s.num_kv_heads) * hd;
@@ -201,21 +225,8 @@ Status write_test_model(const TestModelOptions& o,
         w.add_tensor_lazy(name, TensorType::kF32, {uint64_t(n)},
                           random_fill(TensorType::kF32, 1, n, std, ++tid));
     };
-    // Router logits of std ~1.5 (after the norm): spread probabilities, so every expert
-    // of the top-k weighs in, with margins far above rounding; experts are
-    // [experts][rows][cols] (ffn_{gate,up,down}_exps).
     auto experts = [&](const std::string& p, float sd, float out_sd) {
-        const uint64_t n = uint64_t(s.num_experts), f = uint64_t(s.expert_ffn_dim);
-        const uint64_t d = uint64_t(s.dim);
-        w.add_tensor_lazy(p + "ffn_gate_inp.weight", TensorType::kF32, {d, n},
-                          random_fill(TensorType::kF32, int64_t(n), int64_t(d),
-                                      1.5f / std::sqrt(float(d)), ++tid));
-        w.add_tensor_lazy(p + "ffn_gate_exps.weight", o.dtype, {d, f, n},
-                          random_fill(o.dtype, int64_t(n * f), int64_t(d), sd, ++tid));
-        w.add_tensor_lazy(p + "ffn_up_exps.weight", o.dtype, {d, f, n},
-                          random_fill(o.dtype, int64_t(n * f), int64_t(d), sd, ++tid));
-        w.add_tensor_lazy(p + "ffn_down_exps.weight", o.dtype, {f, d, n},
-                          random_fill(o.dtype, int64_t(n * d), int64_t(f), out_sd, ++tid));
+        write_experts(w, s, o.dtype, p, sd, out_sd, tid);
     };
     // Embedding rows carry O(1) activations into the first norm.
     // (Granite's are multiplied by embedding_scale 12 first.)

@@ -234,43 +234,68 @@ void QuantMatmul::run(const float* x, int m, float* y) const {
 
 void QuantMatmul::run_many(std::span<const Job> jobs) {
     bool vnni = true;
-    for (const Job& j : jobs) vnni = vnni && j.w->use_vnni_ && j.m <= 64;
-    if (!vnni) {  // the portable path, or prefill-sized batches: one run each
+    for (const Job& j : jobs) vnni = vnni && j.w->use_vnni_;
+    if (!vnni) {  // the portable path: one run each
         for (const Job& j : jobs) j.w->run(j.x, j.m, j.y);
         return;
     }
+    // Every job's quantized activations in buffers that only grow (this thread's: the
+    // caller is the engine thread), so a prefill does not fault in fresh pages per layer.
     struct Prepared {
-        std::vector<int8_t> qx;
-        std::vector<float> dx;
-        std::vector<int32_t> corr;
+        size_t qx = 0, dx = 0, corr = 0;  // offsets into the buffers
         int64_t panels = 0;
     };
+    thread_local std::vector<int8_t> qx_all;
+    thread_local std::vector<float> dx_all;
+    thread_local std::vector<int32_t> corr_all;
     std::vector<Prepared> prep(jobs.size());
+    size_t nq = 0, nd = 0, nc = 0;
+    int64_t total_rows = 0;
+    for (size_t k = 0; k < jobs.size(); ++k) {
+        const QuantMatmul& w = *jobs[k].w;
+        const size_t m = size_t(jobs[k].m), nb = size_t(w.cols_ / 32);
+        prep[k] = {nq, nd, nc, (w.rows_ + kVnniPanelRows - 1) / kVnniPanelRows};
+        nq += m * size_t(w.cols_);
+        nd += m * nb;
+        nc += m * nb * size_t(vnni_corr_per_block(vnni_of(w.type_)));
+        total_rows += jobs[k].m;
+    }
+    if (qx_all.size() < nq) qx_all.resize(nq);
+    if (dx_all.size() < nd) dx_all.resize(nd);
+    if (corr_all.size() < nc) corr_all.resize(nc);
+    int8_t* qx = qx_all.data();
+    float* dx = dx_all.data();
+    int32_t* corr = corr_all.data();
     struct Range {
         size_t job;
         int64_t p0, p1;
     };
     std::vector<Range> ranges;
     constexpr int kRangesPerThread = 2;  // per job: the queue spans all jobs
+    // Activations quantized job by job (in parallel when there are many rows, as in prefill).
+#pragma omp parallel for schedule(dynamic, 1) if (total_rows > 64)
     for (size_t k = 0; k < jobs.size(); ++k) {
         const Job& j = jobs[k];
         const QuantMatmul& w = *j.w;
         const int nb = int(w.cols_ / 32);
         const VnniWeights vt = vnni_of(w.type_);
         const size_t corr_row = size_t(nb) * size_t(vnni_corr_per_block(vt));
-        Prepared& p = prep[k];
-        p.qx.resize(size_t(j.m) * size_t(w.cols_));
-        p.dx.resize(size_t(j.m) * size_t(nb));
-        p.corr.resize(size_t(j.m) * corr_row);
+        const Prepared& p = prep[k];
         for (int i = 0; i < j.m; ++i) {
-            int8_t* qi = p.qx.data() + size_t(i) * size_t(w.cols_);
+            int8_t* qi = qx + p.qx + size_t(i) * size_t(w.cols_);
             quantize_q8(j.x + size_t(i) * size_t(w.cols_), int(w.cols_), qi,
-                        p.dx.data() + size_t(i) * size_t(nb));
-            vnni_corrections(vt, qi, w.cols_, p.corr.data() + size_t(i) * corr_row);
+                        dx + p.dx + size_t(i) * size_t(nb));
+            vnni_corrections(vt, qi, w.cols_, corr + p.corr + size_t(i) * corr_row);
         }
-        p.panels = (w.rows_ + kVnniPanelRows - 1) / kVnniPanelRows;
+    }
+    for (size_t k = 0; k < jobs.size(); ++k) {
+        const Prepared& p = prep[k];
+        // Decode-sized jobs stream weights: a few ranges each; larger ones are compute-bound:
+        // one panel per range, so the queue balances.
         const int64_t n =
-            std::min<int64_t>(p.panels, int64_t(omp_get_max_threads()) * kRangesPerThread);
+            jobs[k].m > 64
+                ? p.panels
+                : std::min<int64_t>(p.panels, int64_t(omp_get_max_threads()) * kRangesPerThread);
         for (int64_t c = 0; c < n; ++c)
             ranges.push_back({k, p.panels * c / n, p.panels * (c + 1) / n});
     }
@@ -279,8 +304,8 @@ void QuantMatmul::run_many(std::span<const Job> jobs) {
         const Range& g = ranges[r];
         const Job& j = jobs[g.job];
         const Prepared& p = prep[g.job];
-        vnni_gemm(vnni_of(j.w->type_), j.w->packed_.data(), j.w->rows_, j.w->cols_, p.qx.data(),
-                  p.dx.data(), p.corr.data(), j.m, j.y, g.p0, g.p1);
+        vnni_gemm(vnni_of(j.w->type_), j.w->packed_.data(), j.w->rows_, j.w->cols_, qx + p.qx,
+                  dx + p.dx, corr + p.corr, j.m, j.y, g.p0, g.p1);
     }
 }
 
