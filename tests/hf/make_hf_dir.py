@@ -171,9 +171,17 @@ def main():
     ap.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--tied", action="store_true")
+    ap.add_argument("--hidden", type=int, default=64, help="hidden size (start-up timing: 1024)")
+    ap.add_argument("--layers", type=int, default=2)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     c = config(a.arch, a)
+    if a.hidden != 64:  # a wider model of the same architecture (heads of 64)
+        scale = a.hidden // 64
+        c.update(hidden_size=a.hidden, num_attention_heads=a.hidden // 64,
+                 num_key_value_heads=max(1, a.hidden // 256), intermediate_size=c["intermediate_size"] * scale)
+        c.pop("head_dim", None)
+    c["num_hidden_layers"] = a.layers
     tok, n_tok = tokenizer(c["vocab_size"])
     w = weights(a.arch, c, np.random.default_rng(a.seed))
     names = list(w)
