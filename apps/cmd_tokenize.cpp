@@ -2,12 +2,15 @@
 // vocab-only files included.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "apps/cli_common.h"
 #include "apps/commands.h"
+#include "hf/hf_convert.h"
 #include "model/model.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -19,9 +22,17 @@ struct TokFlags {
     std::string model = default_model_path();
     bool special = false;
     bool no_bos = false;
+    bool jsonl = false;
 };
 
+// A GGUF file's tokenizer, or a directory's tokenizer.json (Hugging Face).
 Result<tokenizer::Tokenizer> open_tokenizer(const std::string& path, model::OpenedGguf& keep) {
+    if (std::filesystem::is_directory(path)) {
+        static std::vector<uint8_t> image;  // the parsed file's bytes live here
+        PAGODA_ASSIGN_OR_RETURN(image, hf::tokenizer_gguf(path));
+        PAGODA_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::parse(image, path));
+        return tokenizer::Tokenizer::from_gguf(g);
+    }
     PAGODA_ASSIGN_OR_RETURN(keep, model::open_gguf(path));
     return tokenizer::Tokenizer::from_gguf(*keep.gguf);
 }
@@ -30,15 +41,29 @@ int run_tokenize(const TokFlags& f) {
     model::OpenedGguf g;
     auto tok = open_tokenizer(f.model, g);
     if (!tok.ok()) return fail(tok.error());
-    const std::string text((std::istreambuf_iterator<char>(std::cin)),
-                           std::istreambuf_iterator<char>());
-    const auto ids = tok->encode(
-        text, {.add_special = f.no_bos ? tokenizer::AddSpecial::kNo : tokenizer::AddSpecial::kYes,
-               .parse_special =
-                   f.special ? tokenizer::ParseSpecial::kYes : tokenizer::ParseSpecial::kNo});
-    std::string out;
-    for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
-    std::printf("%s\n", out.c_str());
+    const tokenizer::EncodeOptions opts{
+        .add_special = f.no_bos ? tokenizer::AddSpecial::kNo : tokenizer::AddSpecial::kYes,
+        .parse_special = f.special ? tokenizer::ParseSpecial::kYes : tokenizer::ParseSpecial::kNo};
+    auto print = [&](const std::string& text) {
+        const auto ids = tok->encode(text, opts);
+        std::string out;
+        for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
+        std::printf("%s\n", out.c_str());
+    };
+    if (!f.jsonl) {
+        print(std::string((std::istreambuf_iterator<char>(std::cin)),
+                          std::istreambuf_iterator<char>()));
+        return 0;
+    }
+    std::string line;
+    for (int no = 1; std::getline(std::cin, line); ++no) {  // one JSON string a line
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_string()) {
+            return fail(make_error(ErrorCode::kInvalidArgument,
+                                   "stdin line {}: --jsonl wants one JSON string a line", no));
+        }
+        print(j.get<std::string>());
+    }
     return 0;
 }
 
@@ -78,10 +103,13 @@ void add_tokenize(CLI::App& app, std::function<int()>& action) {
     auto f = std::make_shared<TokFlags>();
     CLI::App* t = app.add_subcommand(
         "tokenize", "Read stdin byte for byte and print its token ids on one line");
-    t->add_option("-m,--model", f->model, "GGUF file (a vocab-only file works)")
+    t->add_option("-m,--model", f->model,
+                  "GGUF file (a vocab-only file works), or a directory with tokenizer.json")
         ->capture_default_str()
-        ->check(CLI::ExistingFile);
+        ->check(CLI::ExistingPath);
     t->add_flag("--special", f->special, "Match special-token text such as <|im_start|>");
+    t->add_flag("--jsonl", f->jsonl,
+                "Read one JSON string a line and print each one's ids on a line of its own");
     t->add_flag("--no-bos", f->no_bos, "Add no special tokens (no BOS, no EOS)");
     t->callback([f, &action] { action = [f] { return run_tokenize(*f); }; });
 

@@ -318,6 +318,13 @@ bool is_hf_dir(const std::string& path) {
     return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
 }
 
+Result<std::vector<uint8_t>> tokenizer_gguf(const std::string& dir) {
+    formats::GgufWriter w;
+    w.add_string("general.name", fs::path(dir).filename().string());
+    PAGODA_TRY(write_tokenizer(dir, "", 0, false, w));
+    return w.serialize();
+}
+
 std::string default_cache_dir() {
     if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
         return std::string(x) + "/pagoda/hf";

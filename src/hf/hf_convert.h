@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 
@@ -25,6 +26,10 @@ struct ConvertOptions {
 
 // True if `path` is a directory with a config.json.
 bool is_hf_dir(const std::string& path);
+
+// A vocab-only GGUF image (tokenizer.* keys, no tensors) of `dir`'s tokenizer.json and
+// tokenizer_config.json: what `pagoda tokenize -m DIR` reads.
+Result<std::vector<uint8_t>> tokenizer_gguf(const std::string& dir);
 
 // Writes `out` (a GGUF file; written to a temporary name, then renamed).
 Status convert(const std::string& dir, const std::string& out, const ConvertOptions& o,

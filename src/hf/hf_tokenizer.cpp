@@ -100,6 +100,7 @@ struct Tok {
     std::vector<float> scores;
     std::vector<std::string> merges;
     std::map<std::string, int32_t> id;
+    std::vector<int32_t> lstrip, rstrip;  // added tokens that swallow whitespace
 };
 
 // Vocabulary, merges and added tokens of a BPE model.
@@ -145,6 +146,8 @@ Result<Tok> read_vocab(const json& t, const std::string& path, bool spm) {
             if (i < 0) continue;
             k.tokens[size_t(i)] = a.value("content", k.tokens[size_t(i)]);
             k.types[size_t(i)] = a.value("special", false) ? 3 : 4;
+            if (a.value("lstrip", false)) k.lstrip.push_back(int32_t(i));
+            if (a.value("rstrip", false)) k.rstrip.push_back(int32_t(i));
         }
     }
     for (int64_t i = 0; i < n; ++i) k.id[k.tokens[size_t(i)]] = int32_t(i);
@@ -277,7 +280,7 @@ Status write_tokenizer(const std::string& dir, const std::string& override_path,
         has_type(t["pre_tokenizer"], "ByteLevel") || has_type(t["decoder"], "ByteLevel");
     const bool spm = !byte_level;
     PAGODA_ASSIGN_OR_RETURN(Tok k, read_vocab(t, path, spm));
-    if (int64_t(k.tokens.size()) > vocab_rows) {
+    if (vocab_rows > 0 && int64_t(k.tokens.size()) > vocab_rows) {
         return make_error(ErrorCode::kInvalidFile,
                           "{}: {} tokens, but config.json's vocab_size is {}", path,
                           k.tokens.size(), vocab_rows);
@@ -303,6 +306,8 @@ Status write_tokenizer(const std::string& dir, const std::string& override_path,
     w.add_string_array("tokenizer.ggml.tokens", k.tokens);
     w.add_i32_array("tokenizer.ggml.token_type", k.types);
     if (spm) w.add_f32_array("tokenizer.ggml.scores", k.scores);
+    if (!k.lstrip.empty()) w.add_i32_array("tokenizer.pagoda.lstrip", k.lstrip);
+    if (!k.rstrip.empty()) w.add_i32_array("tokenizer.pagoda.rstrip", k.rstrip);
     if (byte_level) w.add_string_array("tokenizer.ggml.merges", k.merges);
     write_special_ids(t, cfg, gen, k, spm, w);
     write_template_and_defaults(cfg, gen, generation_config, w);

@@ -16,8 +16,8 @@ namespace pagoda::hf {
 
 // `dir`'s tokenizer, or `override_path`'s (a Hugging Face directory, or a GGUF file whose
 // tokenizer.* keys are copied). `vocab_rows`: the embedding's rows (the token list may be
-// shorter). With `generation_config`, generation_config.json's sampling defaults are
-// written as pagoda.generation.* keys.
+// shorter, and is padded to them); 0: the tokenizer's own size. With `generation_config`,
+// generation_config.json's sampling defaults are written as pagoda.generation.* keys.
 Status write_tokenizer(const std::string& dir, const std::string& override_path, int vocab_rows,
                        bool generation_config, formats::GgufWriter& w);
 

@@ -166,6 +166,22 @@ void Tokenizer::encode_fragment(std::string_view text, bool first,
     for (std::string_view word : pre_->split(text)) encode_bpe_word(word, out);
 }
 
+// The byte length of the White_Space code point at text[at] (Unicode's list, as Rust's
+// char::is_whitespace, which Hugging Face's lstrip/rstrip use), or 0.
+static size_t whitespace_len(std::string_view text, size_t at) {
+    const auto c = uint8_t(text[at]);
+    if (c == ' ' || (c >= '\t' && c <= '\r')) return 1;
+    if (c < 0xC2) return 0;
+    uint32_t cp = 0;
+    size_t n = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    if (at + n > text.size()) return 0;
+    cp = c & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
+    for (size_t i = 1; i < n; ++i) cp = (cp << 6) | (uint8_t(text[at + i]) & 0x3F);
+    const bool ws = cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+                    cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+    return ws ? n : 0;
+}
+
 std::vector<TokenId> Tokenizer::encode(std::string_view text, EncodeOptions opts) const {
     std::vector<TokenId> out;
     const bool add = opts.add_special == AddSpecial::kYes;
@@ -192,7 +208,17 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, EncodeOptions opts
                 best = id;
             }
         }
-        const size_t end = best_at == std::string_view::npos ? text.size() : best_at;
+        size_t end = best_at == std::string_view::npos ? text.size() : best_at;
+        const uint8_t strip =
+            best != kNoToken && !vocab_.strip.empty() ? vocab_.strip[size_t(best)] : 0;
+        if (strip & 1) {  // lstrip: the whitespace before the token goes with it
+            while (end > pos) {
+                size_t k = end - 1;  // the start of the code point before `end`
+                while (k > pos && (uint8_t(text[k]) & 0xC0) == 0x80) --k;
+                if (whitespace_len(text, k) != end - k) break;
+                end = k;
+            }
+        }
         if (end > pos) {
             encode_fragment(text.substr(pos, end - pos), prev_special, out);
             prev_special = false;
@@ -201,6 +227,9 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, EncodeOptions opts
         out.push_back(best);
         prev_special = true;
         pos = best_at + vocab_.tokens[size_t(best)].size();
+        if (strip & 2) {  // rstrip: and the whitespace after it
+            for (size_t w; pos < text.size() && (w = whitespace_len(text, pos)) > 0;) pos += w;
+        }
     }
     if (add && vocab_.add_eos && vocab_.eos != kNoToken) out.push_back(vocab_.eos);
     return out;

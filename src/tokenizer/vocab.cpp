@@ -140,6 +140,17 @@ Result<Vocab> Vocab::from_gguf(const formats::GgufFile& g) {
     v.add_space_prefix = g.get_bool_or("tokenizer.ggml.add_space_prefix", spm);
     v.chat_template = g.get_string_or("tokenizer.chat_template", "");
 
+    for (const auto& [key, bit] :
+         {std::pair{"tokenizer.pagoda.lstrip", 1}, {"tokenizer.pagoda.rstrip", 2}}) {
+        const formats::GgufValue* a = g.find(key);
+        if (!a || a->type != formats::GgufType::kArray) continue;
+        for (const auto& e : a->array) {
+            const auto id = e.as_int();
+            if (!id || *id < 0 || *id >= int64_t(n)) continue;
+            if (v.strip.empty()) v.strip.assign(n, 0);
+            v.strip[size_t(*id)] |= uint8_t(bit);
+        }
+    }
     v.byte_tokens.assign(256, kNoToken);
     if (spm) {
         for (int b = 0; b < 256; ++b) {
@@ -150,7 +161,8 @@ Result<Vocab> Vocab::from_gguf(const formats::GgufFile& g) {
         }
     }
     for (size_t k = 0; k < n; ++k) {
-        if ((v.types[k] == TokenType::kControl || v.types[k] == TokenType::kUserDefined) &&
+        if ((v.types[k] == TokenType::kControl || v.types[k] == TokenType::kUserDefined ||
+             v.types[k] == TokenType::kUnknown) &&
             !v.tokens[k].empty()) {
             v.specials.push_back(TokenId(k));
         }

@@ -48,8 +48,11 @@ struct Vocab {
     bool add_eos = false;
     bool add_space_prefix = true;      // SentencePiece leading-space rule
     std::vector<TokenId> byte_tokens;  // SPM: id of <0xNN> for each byte, or kNoToken
-    std::vector<TokenId> specials;     // control + user-defined, longest text first
-    std::string chat_template;         // tokenizer.chat_template, empty if none
+    std::vector<TokenId> specials;     // control, user-defined, unknown; longest text first
+    // Added tokens that swallow whitespace before (bit 1) or after (bit 2) them when matched
+    // in text (Hugging Face's lstrip/rstrip; tokenizer.pagoda.{l,r}strip). Empty: none.
+    std::vector<uint8_t> strip;
+    std::string chat_template;  // tokenizer.chat_template, empty if none
 
     static Result<Vocab> from_gguf(const formats::GgufFile& g);
     int32_t size() const { return int32_t(tokens.size()); }
