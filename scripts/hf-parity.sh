@@ -39,27 +39,7 @@ for spec in "llama bf16" "qwen2 f32" "qwen3 bf16" "mixtral f32" "qwen3moe bf16" 
     "$OUT/llama/llama-server" -m "$OUT/$arch.gguf" -t 2 -c 512 --port "$PORT" > "$OUT/server.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 60); do curl -sf "localhost:$PORT/health" > /dev/null && break; sleep 0.5; done
-    got=$(python3 - "$PORT" "$N" "$PROMPT" <<'PY'
-import json, sys, urllib.request
-port, n, ids = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3].split(",")]
-out = []
-for _ in range(n):
-    body = {"prompt": ids + out, "n_predict": 1, "temperature": 0, "return_tokens": True,
-            "cache_prompt": False, "stream": True, "logit_bias": [[t, False] for t in range(128, 256)]}
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    got = None
-    for line in urllib.request.urlopen(req):
-        line = line.decode().strip()
-        if line.startswith("data: ") and json.loads(line[6:]).get("tokens"):
-            got = json.loads(line[6:])["tokens"][0]
-            break
-    if got is None:
-        sys.exit(f"llama-server gave no token after {ids + out}")
-    out.append(got)
-print(",".join(map(str, out)))
-PY
-)
+    got=$(python3 scripts/llamacpp_greedy.py "$PORT" "$N" "$PROMPT" --ban 128-255)
     kill "$pid"; wait "$pid" 2>/dev/null || true
     echo "$arch $dtype: $got"
     echo "$arch $dtype $got" >> "$T"

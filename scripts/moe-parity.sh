@@ -30,26 +30,7 @@ PROMPTS=("Once upon a time" "Tom and Sue went to the park. They saw a big red ba
 FILES=("tiny-mixtral f32 7" "tiny-qwen3moe f32 7" "tiny-olmoe f32 7" "tiny-granitemoe f32 7" "tiny-qwen3moe q8_0 7")
 
 greedy() {  # PROMPT_IDS -> N comma-separated token ids, one streamed request per token
-    python3 - "$PORT" "$N" "$1" "$BANNED" <<'PY'
-import json, sys, urllib.request
-port, n, ids, banned = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3].split(",")], int(sys.argv[4])
-out = []
-for _ in range(n):
-    body = {"prompt": ids + out, "n_predict": 1, "temperature": 0, "return_tokens": True,
-            "cache_prompt": False, "stream": True, "logit_bias": [[t, False] for t in range(banned)]}
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    got = None
-    for line in urllib.request.urlopen(req):
-        line = line.decode().strip()
-        if line.startswith("data: ") and json.loads(line[6:]).get("tokens"):
-            got = json.loads(line[6:])["tokens"][0]
-            break
-    if got is None:
-        sys.exit(f"llama-server gave no token after {ids + out}")
-    out.append(got)
-print(",".join(map(str, out)))
-PY
+    python3 scripts/llamacpp_greedy.py "$PORT" "$N" "$1" --ban "0-$((BANNED - 1))"
 }
 
 H=testdata/moe_parity.h
