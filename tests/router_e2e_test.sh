@@ -166,7 +166,10 @@ expect_eq "the bad backends were ejected, requests retried" "$(test "$(metric pa
 # backend closes after 3 chunks is resumed from text, completions and chat alike.
 python3 "$SRC/tests/e2e/fake_backend.py" dying 18934 & PIDS+=("$!")
 python3 "$SRC/tests/e2e/fake_backend.py" words 18935 & PIDS+=("$!")
-sleep 0.5
+for _ in $(seq 100); do  # both listening (a loaded machine starts Python slowly)
+    (echo > /dev/tcp/127.0.0.1/18934 && echo > /dev/tcp/127.0.0.1/18935) 2>/dev/null && break
+    sleep 0.1
+done
 start_router "$TMP/r6.log" --backend http://127.0.0.1:18934 --standby http://127.0.0.1:18935 || exit 1
 text_of() {  # FILE CHAT: the streamed text and the usage's completion tokens
     python3 -c '
