@@ -32,11 +32,17 @@ load() {  # URL N: N requests, 5 a second, 96 tokens each
 # 1. A replica under load.
 start_server "$TMP/replica.log" --admin-api-key adm --admin-read-open || exit 1
 R=$(URL "")
-load "$R" 30 &
-LOAD=$!
-sleep 1
-node "$CHECK" watch "$R" "$OUT/replica" 14 >"$TMP/replica.json"
-wait $LOAD
+# The load starts once the console has scraped (watch writes .ready), and ends (6 s of
+# arrivals) well inside the 14 s it watches.
+watch_under_load() {  # URL PREFIX SECONDS OUT
+    rm -f "$2.ready"
+    node "$CHECK" watch "$1" "$2" "$3" >"$4" &
+    local watcher=$!
+    for _ in $(seq 600); do [ -f "$2.ready" ] && break; sleep 0.1; done
+    (load "$1" 30)  # a subshell: load's wait is for its own curls only
+    wait "$watcher"
+}
+watch_under_load "$R" "$OUT/replica" 14 "$TMP/replica.json"
 echo "replica: $(head -c 400 "$TMP/replica.json")"
 after=$(metric "$R" pagoda_requests_total)
 mem=$(metric "$R" pagoda_memory_usage_perc)
@@ -95,10 +101,7 @@ B2=$(URL "")
 start_router_on "$TMP/router.log" --backend "$B1" --backend "$B2" || exit 1
 RT=$RURL
 expect_eq "GET / on the router redirects to the console" "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$RT/")" "302 $RT/ui/"
-load "$RT" 30 &
-LOAD=$!
-node "$CHECK" watch "$RT" "$OUT/router" 12 >"$TMP/router.json"
-wait $LOAD
+watch_under_load "$RT" "$OUT/router" 12 "$TMP/router.json"
 sleep 2.5
 echo "router: $(head -c 400 "$TMP/router.json")"
 rafter=$(metric "$RT" pagoda_router_requests_total)

@@ -1,8 +1,10 @@
 // Drives the console (/ui) in Debian's headless Chromium with playwright-core (tests/console_test.sh).
-//   node console_check.mjs watch URL OUT_PREFIX SECONDS      loads /ui, waits, dumps the console's
+//   node console_check.mjs watch URL OUT_PREFIX SECONDS      loads /ui, waits for its first scrape
+//        (then writes OUT_PREFIX.ready) and SECONDS more, dumps the console's
 //        chart data and tiles as JSON on stdout and takes a desktop and a phone-sized screenshot
 //   node console_check.mjs rollback URL OUT_PREFIX VERSION [KEY]   clicks "Roll back to vVERSION"
 //        (typing KEY first when given) and prints the console's message line
+import { writeFileSync } from "node:fs";
 import { chromium } from "playwright-core";
 
 const [mode, url, out, arg, key] = process.argv.slice(2);
@@ -18,6 +20,11 @@ try {
   page.on("console", (m) => { if (m.type() === "error" && !/401|404/.test(m.text())) errors.push(m.text()); });
   await page.goto(url + "/ui/", { waitUntil: "load" });
   if (mode === "watch") {
+    // OUT_PREFIX.ready marks the console's first scrape, so a test can start its load then
+    // (Chromium can take seconds to start on a busy machine).
+    await page.waitForFunction(() => window.pagodaConsole && window.pagodaConsole.scrapeCount >= 1,
+                               null, { timeout: 60000 });
+    writeFileSync(out + ".ready", "");
     await page.waitForTimeout(Number(arg) * 1000);
     const state = await page.evaluate(() => {
       const C = window.pagodaConsole;
