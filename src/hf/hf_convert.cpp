@@ -198,13 +198,8 @@ class Planner {
         return ok_status();
     }
 
-    // The 1-D bias of a projection (Qwen2's, never permuted).
-    Status bias(const std::string& src, const std::string& dst, uint64_t n) {
-        return vector(src, dst, n);
-    }
-
     Status layer(int l);
-    Status experts(int l, const std::string& p, const std::string& b);
+    Status experts(const std::string& p, const std::string& b);
     Status run();
 
   private:
@@ -214,7 +209,7 @@ class Planner {
     formats::GgufWriter& w_;
 };
 
-Status Planner::experts(int l, const std::string& p, const std::string& b) {
+Status Planner::experts(const std::string& p, const std::string& b) {
     const uint64_t D = uint64_t(c_.dim), F = uint64_t(c_.expert_ffn), E = uint64_t(c_.experts);
     std::vector<const SafetensorsTensor*> gate(E), up(E), down(E);
     std::string router;
@@ -259,7 +254,6 @@ Status Planner::experts(int l, const std::string& p, const std::string& b) {
     PAGODA_ASSIGN_OR_RETURN(const SafetensorsTensor* r, get(router, {E, D}));
     emit(b + "ffn_gate_inp.weight", TensorType::kF32, {D, E}, int64_t(E), int64_t(D),
          [r](int64_t row, float* o) { read_row(*r, row, o); });
-    (void)l;
     return ok_status();
 }
 
@@ -274,9 +268,9 @@ Status Planner::layer(int l) {
     PAGODA_TRY(matrix(p + "self_attn.v_proj.weight", b + "attn_v.weight", KVD, D));
     PAGODA_TRY(matrix(p + "self_attn.o_proj.weight", b + "attn_output.weight", D, QD));
     if (c_.qkv_bias) {
-        PAGODA_TRY(bias(p + "self_attn.q_proj.bias", b + "attn_q.bias", QD));
-        PAGODA_TRY(bias(p + "self_attn.k_proj.bias", b + "attn_k.bias", KVD));
-        PAGODA_TRY(bias(p + "self_attn.v_proj.bias", b + "attn_v.bias", KVD));
+        PAGODA_TRY(vector(p + "self_attn.q_proj.bias", b + "attn_q.bias", QD));
+        PAGODA_TRY(vector(p + "self_attn.k_proj.bias", b + "attn_k.bias", KVD));
+        PAGODA_TRY(vector(p + "self_attn.v_proj.bias", b + "attn_v.bias", KVD));
     }
     if (c_.arch == "qwen3" || c_.arch == "qwen3moe") {
         const uint64_t hd = uint64_t(c_.head_dim);
@@ -287,7 +281,7 @@ Status Planner::layer(int l) {
         PAGODA_TRY(vector(p + "self_attn.k_norm.weight", b + "attn_k_norm.weight", KVD));
     }
     PAGODA_TRY(vector(p + "post_attention_layernorm.weight", b + "ffn_norm.weight", D));
-    if (c_.experts_layout != ExpertLayout::kNone) return experts(l, p, b);
+    if (c_.experts_layout != ExpertLayout::kNone) return experts(p, b);
     const uint64_t F = uint64_t(c_.ffn);
     PAGODA_TRY(matrix(p + "mlp.gate_proj.weight", b + "ffn_gate.weight", F, D));
     PAGODA_TRY(matrix(p + "mlp.up_proj.weight", b + "ffn_up.weight", F, D));
