@@ -14,14 +14,8 @@
 # (LLAMACPP_BIN overrides).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=build/apps/pagoda
-LLAMA=${LLAMACPP_BIN:-$(cd .. && pwd)/shared/anchors/llama.cpp/bin}
-[ -x "$LLAMA/llama-server" ] || { echo "no llama-server in $LLAMA (set LLAMACPP_BIN)" >&2; exit 2; }
-[ -x "$BIN" ] || { echo "$BIN is not built (cmake --build build)" >&2; exit 2; }
-OUT=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$OUT"' EXIT
 . scripts/llamacpp-lib.sh
-llamacpp_copy "$LLAMA" "$OUT/llama"
+llamacpp_parity_setup
 PORT=${PORT:-8393}
 PROMPT=79,110,99,101,269,259
 N=16

@@ -11,14 +11,8 @@
 # Needs build/apps/pagoda and ../shared/anchors/llama.cpp/bin (LLAMACPP_BIN overrides).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=build/apps/pagoda
-LLAMA=${LLAMACPP_BIN:-$(cd .. && pwd)/shared/anchors/llama.cpp/bin}
-[ -x "$LLAMA/llama-server" ] || { echo "no llama-server in $LLAMA (set LLAMACPP_BIN)" >&2; exit 2; }
-[ -x "$BIN" ] || { echo "$BIN is not built (cmake --build build)" >&2; exit 2; }
-OUT=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$OUT"' EXIT
 . scripts/llamacpp-lib.sh
-llamacpp_copy "$LLAMA" "$OUT/llama"
+llamacpp_parity_setup
 PORT=${PORT:-8391}
 PROMPTS=("Once upon a time" "Tom and Sue went to the park. They saw a big red ball" "The cat sat on" "Lily liked to sing and dance with her mom")
 
