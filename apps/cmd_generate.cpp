@@ -183,6 +183,16 @@ Collected collect(engine::RequestStream& s, int n,
     return c;
 }
 
+// " | speculation: A/D drafts accepted (R%), T tokens a decode" when drafts were verified.
+std::string spec_summary(const engine::EngineStats& st) {
+    if (st.spec_draft_tokens == 0) return "";
+    return fmt::format(
+        " | speculation: {}/{} drafts accepted ({:.1f}%), {:.2f} tokens per verify",
+        st.spec_accepted_tokens, st.spec_draft_tokens,
+        100.0 * double(st.spec_accepted_tokens) / double(st.spec_draft_tokens),
+        1.0 + double(st.spec_accepted_tokens) / double(std::max<int64_t>(1, st.spec_drafts)));
+}
+
 int run_single(engine::Engine& eng, const GenerateFlags& f, engine::Request req) {
     auto s = eng.submit(std::move(req));
     if (!s.ok()) return fail(s.error());
@@ -208,10 +218,10 @@ int run_single(engine::Engine& eng, const GenerateFlags& f, engine::Request req)
     std::fprintf(stderr,
                  "prompt: %lld tokens in %.3f s (%.1f tokens/s) | generation: %lld tokens in %.3f "
                  "s (%.1f tokens/s) | "
-                 "finish=%s threads=%d simd=%s\n",
+                 "finish=%s threads=%d simd=%s%s\n",
                  (long long)c.usage.prompt_tokens, prefill, pp, (long long)out, decode, tg,
-                 c.finish[0].c_str(), kernels::cpu::num_threads(),
-                 kernels::cpu::simd_target_name());
+                 c.finish[0].c_str(), kernels::cpu::num_threads(), kernels::cpu::simd_target_name(),
+                 spec_summary(*eng.stats()).c_str());
     return 0;
 }
 
@@ -303,7 +313,9 @@ int run_batch(engine::Engine& eng, const GenerateFlags& f, std::vector<Job> jobs
                   {"step_overhead", overhead},
                   {"preemptions", st->preemptions},
                   {"prefix_cache_hit_rate", hit_rate},
-                  {"peak_kv_usage", st->peak_kv_usage}};
+                  {"peak_kv_usage", st->peak_kv_usage},
+                  {"spec_draft_tokens", st->spec_draft_tokens},
+                  {"spec_accepted_tokens", st->spec_accepted_tokens}};
         std::printf("%s\n", j.dump().c_str());
     } else {
         std::printf(
@@ -311,11 +323,11 @@ int run_batch(engine::Engine& eng, const GenerateFlags& f, std::vector<Job> jobs
             "%.3f s | "
             "%.1f tokens/s (decode steps %.1f tokens/s) | steps: %llu, overhead outside forward "
             "%.2f%% | "
-            "preemptions: %lld | prefix-cache hit rate: %.1f%% | peak KV usage: %.1f%%\n",
+            "preemptions: %lld | prefix-cache hit rate: %.1f%% | peak KV usage: %.1f%%%s\n",
             streams.size(), (long long)failed, (long long)prompt_tokens, (long long)gen_tokens,
             wall, double(gen_tokens) / wall, decode_tps, (unsigned long long)st->steps,
             100.0 * overhead, (long long)st->preemptions, 100.0 * hit_rate,
-            100.0 * st->peak_kv_usage);
+            100.0 * st->peak_kv_usage, spec_summary(*st).c_str());
     }
     std::fflush(stdout);
     return failed == 0 ? 0 : 1;

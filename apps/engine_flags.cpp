@@ -81,6 +81,12 @@ void add_engine_flags(CLI::App* c, EngineFlags& f) {
     add_setting_flag(c, "long_prefill_token_threshold", f.long_prefill_token_threshold);
     add_setting_flag(c, "max_waiting_requests", f.max_waiting_requests);
     add_setting_flag(c, "max_waiting_tokens", f.max_waiting_tokens);
+    c->add_option("--speculative-config", f.speculative_config,
+                  "Speculative decoding, vLLM's JSON: '{\"method\":\"ngram\","
+                  "\"num_speculative_tokens\":4,\"prompt_lookup_max\":5}' proposes up to 4 "
+                  "tokens by prompt lookup (n-grams of 5 down to prompt_lookup_min, default 2) "
+                  "and verifies them in one pass; greedy samples only, same output as without")
+        ->group("Engine");
 }
 
 Result<nlohmann::json> engine_flags_json(const EngineFlags& f) {
@@ -98,6 +104,7 @@ Result<nlohmann::json> engine_flags_json(const EngineFlags& f) {
     j["max_model_len"] = c.sched.max_model_len;
     j["enable_prefix_caching"] = c.enable_prefix_caching;
     j["enable_chunked_prefill"] = c.sched.enable_chunked_prefill;
+    if (c.spec.enabled()) j["speculative_config"] = nlohmann::json::parse(engine::to_json(c.spec));
     return j;
 }
 
@@ -119,6 +126,7 @@ Result<engine::EngineConfig> engine_config(const EngineFlags& f) {
     c.sched.knobs.long_prefill_token_threshold = f.long_prefill_token_threshold;
     c.sched.knobs.max_waiting_requests = f.max_waiting_requests;
     c.sched.knobs.max_waiting_tokens = f.max_waiting_tokens;
+    PAGODA_ASSIGN_OR_RETURN(c.spec, engine::parse_speculative_config(f.speculative_config));
     return c;
 }
 

@@ -30,6 +30,9 @@ struct EngineFlags {
     int long_prefill_token_threshold = int(settings::default_int("long_prefill_token_threshold"));
     int max_waiting_requests = int(settings::default_int("max_waiting_requests"));
     int64_t max_waiting_tokens = settings::default_int("max_waiting_tokens");
+    // vLLM's --speculative-config JSON (engine/speculation.h); "" = off. Not in the settings
+    // table: a startup object, not one value.
+    std::string speculative_config;
 };
 
 // One setting's flag: its name, help, group and default from the table, and a check that

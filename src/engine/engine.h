@@ -28,6 +28,7 @@
 #include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/sampler.h"
+#include "engine/speculation.h"
 #include "kvcache/block_manager.h"
 #include "kvcache/kv_pool.h"
 #include "metrics/metrics.h"
@@ -42,6 +43,8 @@ struct EngineConfig {
     kvcache::KvCacheConfig kv;
     scheduler::SchedulerConfig sched;  // sched.max_model_len 0 = the model's context length
     bool enable_prefix_caching = true;
+    SpeculativeConfig
+        spec;  // n-gram speculation for greedy samples (speculation.h); off by default
     // Called on the engine thread after every successful forward pass with the batch and
     // its duration (`pagoda serve --step-trace`: step times to calibrate the simulator).
     std::function<void(const model::ForwardBatch&, double forward_s)> on_forward;
@@ -86,6 +89,9 @@ struct EngineStats {
     double last_step_traffic_bytes = 0;  // of the last forward pass (with last_step.forward_s)
     int64_t constrained_requests = 0;    // requests with a grammar (structured outputs, tools)
     double grammar_mask_s = 0;           // time spent computing token masks, summed
+    // Speculative decoding (vLLM's spec_decode counters): verifies of proposed drafts, the
+    // drafts proposed in them, and those accepted.
+    int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
 };
 
 // Per-step stage durations, observed by the engine thread after each step (seconds).
@@ -192,6 +198,13 @@ class Engine {
     void note_admissions(const scheduler::BatchPlan& plan);
     void build_batch(const scheduler::BatchPlan& plan, Clock::time_point now);
     void sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledToken>& out);
+    // Speculative decoding (engine_speculate.cpp): drafts for the running greedy decodes
+    // before the plan; after the forward, the drafts checked against the model's own choices
+    // (kept up to the first miss, tokens in verified_), before the scheduler counts them.
+    void propose_drafts();
+    void verify_drafts(scheduler::BatchPlan& plan);
+    void push_verified(const scheduler::ScheduledSeq& x, LiveRequest& r, int sample,
+                       const float* logits, std::vector<SampledToken>& out);
     void fork_samples(LiveRequest& r, kvcache::SeqId parent);
     void emit(const std::vector<SampledToken>& sampled);
     // Grammar-constrained outputs (engine_grammar.cpp): the allowed tokens of a sample's
@@ -242,6 +255,8 @@ class Engine {
     std::vector<std::string> token_bytes_;      // every token's bytes (with trie_)
     std::vector<uint8_t> mask_;                 // scratch
     double step_mask_s_ = 0;                    // this step's mask time
+    std::vector<int32_t> drafts_;               // scratch of propose_drafts
+    std::unordered_map<kvcache::SeqId, std::vector<int32_t>> verified_;  // this step's
 
     // Published.
     StepHistograms step_hist_;

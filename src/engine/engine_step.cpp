@@ -34,6 +34,7 @@ void Engine::step() {
     const auto t0 = Clock::now();
     ++step_no_;
     // Plan.
+    if (cfg_.spec.enabled()) propose_drafts();
     scheduler::BatchPlan plan = sched_->schedule(t0);
     queued_estimate_.store(int64_t(sched_->waiting().size()));
     handle_timeouts(plan);
@@ -57,6 +58,7 @@ void Engine::step() {
     const auto t2 = Clock::now();
     if (!fst.ok()) return fail_step(plan, {seconds(t0, t1), seconds(t1, t2), 0, 0}, fst.error());
     if (cfg_.on_forward) cfg_.on_forward(batch_, seconds(t1, t2));
+    verify_drafts(plan);
     sched_->on_step_done(plan);
     totals_.prompt_tokens += plan.num_prefill_tokens;
     // Sample, then append, check stops, detokenize and queue the events.
@@ -161,6 +163,7 @@ void Engine::admit(std::shared_ptr<RequestStream> stream, Request request) {
         }
     }
     start_matchers(*r);
+    r->speculate = cfg_.spec.enabled() && can_speculate(sp) && !model_->simulated();
     auto seq = std::make_unique<scheduler::Sequence>();
     seq->id = next_seq_++;
     seq->priority = r->req.priority;
@@ -233,7 +236,10 @@ void Engine::build_batch(const scheduler::BatchPlan& plan, Clock::time_point now
         batch_.token_ids.insert(batch_.token_ids.end(), s->tokens.begin() + x.pos_start,
                                 s->tokens.begin() + x.pos_start + x.num_tokens);
         batch_.seqs.push_back(span);
-        if (x.sample) batch_.logits_rows.push_back(span.token_start + x.num_tokens - 1);
+        if (x.sample) {  // a decode's drafts: every row (the last token's, then each draft's)
+            for (int i = x.num_draft; i >= 0; --i)
+                batch_.logits_rows.push_back(span.token_start + x.num_tokens - 1 - i);
+        }
         auto it = by_seq_.find(x.id);
         if (it != by_seq_.end() && !it->second.req->t.scheduled) {
             it->second.req->t.scheduled = true;
@@ -251,10 +257,14 @@ void Engine::sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledTo
     for (const auto& x : plan.seqs) {
         if (!x.sample) continue;
         const float* logits = logits_.data() + row * vocab;
-        ++row;
+        row += size_t(1 + x.num_draft);
         auto it = by_seq_.find(x.id);
         if (it == by_seq_.end()) continue;
         LiveRequest& r = *it->second.req;
+        if (x.num_draft > 0) {
+            push_verified(x, r, it->second.sample, logits, out);
+            continue;
+        }
         const scheduler::Sequence* s = sched_->get(x.id);
         std::span<const int32_t> prompt(s->tokens.data(), size_t(s->num_prompt_tokens));
         // The first sample's prompt is computed: the others fork from it and sample too.
@@ -298,7 +308,7 @@ void Engine::emit(const std::vector<SampledToken>& sampled) {
                           c.matcher->can_end() ? FinishReason::kStop : FinishReason::kError, "");
             continue;
         }
-        sched_->append_token(c.seq, s.token);
+        if (!s.appended) sched_->append_token(c.seq, s.token);
         emit_token(*s.req, c, s.token, s.logits);
     }
 }

@@ -14,6 +14,7 @@
 
 #include "engine/request.h"
 #include "engine/sampler.h"
+#include "engine/speculation.h"
 #include "engine/stop_matcher.h"
 #include "grammar/grammar.h"
 #include "kvcache/block_manager.h"
@@ -47,6 +48,8 @@ struct LiveRequest {
     bool forked = false;     // samples 1..n-1 have their sequences
     bool released = false;   // every sample is done; dropped after the step
     uint64_t last_step = 0;  // the last step it took part in (stage times counted once)
+    bool speculate = false;  // proposes drafts (speculation.h: greedy, n = 1, engine has it on)
+    DraftBackoff backoff;
 
     int index_of(const Sample& s) const { return int(&s - samples.data()); }
 };
@@ -65,6 +68,7 @@ struct SampledToken {
     int sample = 0;
     int32_t token = 0;  // kNoAllowedToken: the grammar left no token to sample
     const float* logits = nullptr;
+    bool appended = false;  // an accepted draft: already among the sequence's tokens
 };
 
 }  // namespace pagoda::engine

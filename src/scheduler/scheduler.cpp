@@ -73,6 +73,7 @@ Scheduler::Scheduler(const SchedulerConfig& cfg, kvcache::BlockManager& blocks)
     : cfg_(cfg), blocks_(&blocks) {}
 
 void Scheduler::requeue(Sequence* victim) {
+    drop_drafts(victim);
     blocks_->free(victim->id);
     remove_from(running_, victim);
     victim->state = Sequence::State::kWaiting;
@@ -221,6 +222,7 @@ void Scheduler::preempt(Sequence* victim, BatchPlan& plan, const std::string& wh
         plan.num_batched_tokens -= it->num_tokens;
         if (it->decode) {
             --plan.num_decode_seqs;
+            plan.num_draft_tokens -= it->num_draft;
         } else {
             plan.num_prefill_tokens -= it->num_tokens;
         }
@@ -256,12 +258,14 @@ struct Scheduler::Step {
         x.id = s->id;
         x.pos_start = int32_t(s->num_computed);
         x.num_tokens = int32_t(n);
-        x.sample = s->num_computed + n == int64_t(s->tokens.size());
+        x.sample = decode || s->num_computed + n == int64_t(s->tokens.size());
         x.decode = decode;
+        if (decode) x.num_draft = int32_t(n - 1);
         plan.seqs.push_back(x);
         plan.num_batched_tokens += int32_t(n);
         if (decode) {
             ++plan.num_decode_seqs;
+            plan.num_draft_tokens += x.num_draft;
         } else {
             plan.num_prefill_tokens += int32_t(n);
         }
@@ -302,7 +306,8 @@ void Scheduler::schedule_running(Step& st) {
         for (size_t i = 0; i < running_.size(); ++i) {
             Sequence* s = running_[i];
             const int64_t remaining = int64_t(s->tokens.size()) - s->num_computed;
-            const bool is_decode = remaining == 1 && s->num_computed >= s->num_prompt_tokens;
+            const bool is_decode =
+                remaining - s->num_draft == 1 && s->num_computed >= s->num_prompt_tokens;
             if (is_decode != decode_pass || remaining <= 0) continue;
             if (st.plan.seqs.size() >= st.seq_cap || st.budget <= 0) continue;
             const int64_t n = st.chunk_for(remaining, !is_decode);
@@ -393,6 +398,29 @@ void Scheduler::append_token(SeqId id, int32_t token) {
     Sequence* s = get(id);
     PAGODA_CHECK(s != nullptr) << "unknown sequence " << id;
     s->tokens.push_back(token);
+}
+
+void Scheduler::propose(SeqId id, std::span<const int32_t> drafts) {
+    Sequence* s = get(id);
+    PAGODA_CHECK(s != nullptr && s->state == Sequence::State::kRunning && s->num_draft == 0 &&
+                 int64_t(s->tokens.size()) - s->num_computed == 1)
+        << "drafts proposed for sequence " << id << ", which is not a running decode";
+    s->tokens.insert(s->tokens.end(), drafts.begin(), drafts.end());
+    s->num_draft = int32_t(drafts.size());
+}
+
+void Scheduler::settle_drafts(ScheduledSeq& x, int32_t accepted) {
+    Sequence* s = get(x.id);
+    PAGODA_CHECK(s != nullptr && accepted >= 0 && accepted <= x.num_draft)
+        << "settle_drafts: " << accepted << " of " << x.num_draft << " drafts";
+    s->tokens.resize(size_t(x.pos_start + 1 + accepted));
+    s->num_draft = 0;
+    x.num_tokens = 1 + accepted;
+}
+
+void Scheduler::drop_drafts(Sequence* s) {
+    s->tokens.resize(s->tokens.size() - size_t(s->num_draft));
+    s->num_draft = 0;
 }
 
 void Scheduler::fork(SeqId parent, SeqId child) {

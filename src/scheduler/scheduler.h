@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,6 +73,9 @@ struct Sequence {
     int32_t num_prompt_tokens = 0;
     int32_t max_total_tokens = 0;  // prompt + max new tokens (capacity check)
     int64_t num_computed = 0;      // tokens whose K/V are in the cache
+    // Speculative tokens at the end of `tokens` (proposed, not yet verified): a decode with
+    // drafts computes its last token and them in one pass (settle_drafts keeps the verified).
+    int32_t num_draft = 0;
     uint64_t cache_salt = 0;
     std::optional<Clock::time_point> deadline;  // while queued
 
@@ -88,6 +92,7 @@ struct ScheduledSeq {
     int32_t num_tokens = 0;  // tokens computed this step
     bool sample = false;     // this chunk reaches the last known token: sample from its logits
     bool decode = false;     // one generated token (else a prefill chunk)
+    int32_t num_draft = 0;   // a decode's speculative tokens among num_tokens (rows 1..)
 };
 
 struct Preemption {
@@ -104,6 +109,7 @@ struct BatchPlan {
     int32_t num_batched_tokens = 0;
     int32_t num_prefill_tokens = 0;
     int32_t num_decode_seqs = 0;
+    int32_t num_draft_tokens = 0;  // speculative tokens verified with the decodes
 
     bool empty() const { return seqs.empty(); }
 };
@@ -126,6 +132,12 @@ class Scheduler {
     // After the forward: scheduled tokens are computed; full blocks join the prefix cache.
     void on_step_done(const BatchPlan& plan);
     void append_token(SeqId id, int32_t token);
+    // Speculative decoding. propose: `drafts` follow the sequence's tokens until verified
+    // (a running decode without drafts only). settle_drafts, after the forward and before
+    // on_step_done: the first `accepted` drafts of `x` were the model's own tokens and stay,
+    // the rest are dropped, and only the verified rows count as computed.
+    void propose(SeqId id, std::span<const int32_t> drafts);
+    void settle_drafts(ScheduledSeq& x, int32_t accepted);
     // A running copy of `parent` (n > 1 samples) sharing its blocks.
     void fork(SeqId parent, SeqId child);
     // Removes the sequence wherever it is and frees its blocks. No-op if unknown.
@@ -175,6 +187,7 @@ class Scheduler {
     void preempt(Sequence* victim, BatchPlan& plan, const std::string& why);
     // Back to waiting for recompute: blocks freed, computed count reset, counted.
     void requeue(Sequence* victim);
+    static void drop_drafts(Sequence* s);  // unverified drafts off the end of its tokens
     int64_t watermark_blocks() const;
 
     SchedulerConfig cfg_;

@@ -92,6 +92,13 @@ void ServerMetrics::write_request_families(metrics::TextWriter& w, const std::st
         double(st.blocks.prefix_queries));
     one(p + "prefix_cache_hits_total", "counter", "Prompt blocks found in the prefix cache.",
         double(st.blocks.prefix_hits));
+    one(p + "spec_decode_num_drafts_total", "counter",
+        "Speculative decoding: decodes that verified proposed drafts.", double(st.spec_drafts));
+    one(p + "spec_decode_num_draft_tokens_total", "counter",
+        "Speculative decoding: draft tokens proposed and verified.", double(st.spec_draft_tokens));
+    one(p + "spec_decode_num_accepted_tokens_total", "counter",
+        "Speculative decoding: draft tokens accepted (the model's own choice).",
+        double(st.spec_accepted_tokens));
     w.family(p + "request_success_total", "counter", "Finished requests by finish reason.");
     for (int r = 0; r < 6; ++r) {
         w.sample(

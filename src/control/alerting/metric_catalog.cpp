@@ -15,15 +15,27 @@ constexpr MetricType C = MetricType::kCounter, G = MetricType::kGauge, H = Metri
 
 // Families with a vllm: twin of the same type.
 constexpr Entry kShared[] = {
-    {"num_requests_running", G},        {"num_requests_waiting", G},
-    {"kv_cache_usage_perc", G},         {"prompt_tokens_total", C},
-    {"generation_tokens_total", C},     {"num_preemptions_total", C},
-    {"prefix_cache_queries_total", C},  {"prefix_cache_hits_total", C},
-    {"request_success_total", C},       {"time_to_first_token_seconds", H},
-    {"inter_token_latency_seconds", H}, {"e2e_request_latency_seconds", H},
-    {"request_queue_time_seconds", H},  {"request_prefill_time_seconds", H},
-    {"request_decode_time_seconds", H}, {"request_prompt_tokens", H},
-    {"request_generation_tokens", H},   {"cache_config_info", G},
+    {"num_requests_running", G},
+    {"num_requests_waiting", G},
+    {"kv_cache_usage_perc", G},
+    {"prompt_tokens_total", C},
+    {"generation_tokens_total", C},
+    {"num_preemptions_total", C},
+    {"prefix_cache_queries_total", C},
+    {"prefix_cache_hits_total", C},
+    {"request_success_total", C},
+    {"time_to_first_token_seconds", H},
+    {"inter_token_latency_seconds", H},
+    {"e2e_request_latency_seconds", H},
+    {"request_queue_time_seconds", H},
+    {"request_prefill_time_seconds", H},
+    {"request_decode_time_seconds", H},
+    {"request_prompt_tokens", H},
+    {"request_generation_tokens", H},
+    {"cache_config_info", G},
+    {"spec_decode_num_drafts_total", C},
+    {"spec_decode_num_draft_tokens_total", C},
+    {"spec_decode_num_accepted_tokens_total", C},
 };
 // Families Pagoda alone exports.
 constexpr Entry kNative[] = {
