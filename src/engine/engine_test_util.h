@@ -4,6 +4,7 @@
 // Tests only.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <random>
 #include <string>
@@ -27,7 +28,10 @@ inline model::Model& stories() {
 
 inline model::Model& tiny_gqa() {
     static std::unique_ptr<model::Model> m = [] {
-        const std::string path = ::testing::TempDir() + "/pagoda_engine_tiny_gqa.gguf";
+        // One file per process: test binaries that run side by side must not rewrite a
+        // file another one has mapped.
+        const std::string path = ::testing::TempDir() + "/pagoda_engine_tiny_gqa_" +
+                                 std::to_string(::getpid()) + ".gguf";
         auto s = model::find_shape("tiny-gqa");
         PAGODA_CHECK(s.ok()) << "shape";
         auto st = model::write_test_model({.shape = *s,
