@@ -98,12 +98,13 @@ TEST(Speculation, BackoffDoublesAfterMissesAndResets) {
     DraftBackoff b;
     EXPECT_TRUE(b.ready());
     b.verified(0);
-    EXPECT_EQ(b.wait, 2);
-    b.skip();
-    b.skip();
+    EXPECT_EQ(b.wait, 8);
+    for (int i = 0; i < 8; ++i) b.skip();
     EXPECT_TRUE(b.ready());
+    b.verified(0);
+    EXPECT_EQ(b.wait, 16);
     for (int i = 0; i < 10; ++i) b.verified(0);
-    EXPECT_EQ(b.wait, 32);
+    EXPECT_EQ(b.wait, 64);
     b.wait = 0;
     b.verified(2);
     EXPECT_EQ(b.misses, 0);
