@@ -23,10 +23,10 @@ using namespace test_util;
 // copied into the new block size) or, when the dtype changes, are recomputed in the new pool;
 // greedy outputs do not change either way; a pool a live sequence cannot fit is refused and
 // the old one serves.
-TEST(EngineRelayout, UnderLoadKeepsGreedyOutputsAndRefusesWhatCannotFit) {
+void relayout_keeps_outputs(model::Model& m, kvcache::KvDtype dtype) {
     set_log_level(LogLevel::kWarn);
-    model::Model& m = stories();
-    const EngineConfig cfg = config(16, 64);
+    EngineConfig cfg = config(16, 64);
+    cfg.kv.dtype = dtype;
     const auto prompts = random_prompts(m, 16, 10, 60, 31);
     auto e = Engine::create(m, cfg);
     ASSERT_TRUE(e.ok());
@@ -75,6 +75,15 @@ TEST(EngineRelayout, UnderLoadKeepsGreedyOutputsAndRefusesWhatCannotFit) {
     EXPECT_EQ((*e)->stats()->relayout_evictions, preempted);
     EXPECT_GE((*e)->stats()->preemptions, preempted);
     set_log_level(LogLevel::kInfo);
+}
+
+TEST(EngineRelayout, UnderLoadKeepsGreedyOutputsAndRefusesWhatCannotFit) {
+    relayout_keeps_outputs(stories(), kvcache::KvDtype::kF32);
+}
+
+// q8_0 rows are copied whole (kv_pool.cpp copy_rows_from).
+TEST(EngineRelayout, Q8KvKeepsGreedyOutputs) {
+    relayout_keeps_outputs(tiny_hd32(), kvcache::KvDtype::kQ8_0);
 }
 
 // The simulated GPU backend runs this same engine: Llama-3-8B on an A100-80G at TP 2, with

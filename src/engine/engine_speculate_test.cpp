@@ -71,17 +71,24 @@ struct SpecCase {
     int budget;
     int k;
     bool together;
+    kvcache::KvDtype dtype = kvcache::KvDtype::kF32;
 };
 
 class SpeculationEquality : public ::testing::TestWithParam<SpecCase> {};
 
 TEST_P(SpeculationEquality, GreedyOutputsEqualPlainDecoding) {
     const SpecCase c = GetParam();
-    model::Model& m = std::string(c.model) == "stories260k" ? stories() : tiny_gqa();
+    const std::string name = c.model;
+    model::Model& m = name == "stories260k" ? stories()
+                      : name == "tiny-gqa"  ? tiny_gqa()
+                                            : tiny_hd32();
     const auto reqs = test_requests(m);
-    const auto plain = run_all(m, config(c.block_size, c.budget), reqs, false);
+    EngineConfig plain_cfg = config(c.block_size, c.budget);
+    EngineConfig spec_cfg = spec_config(c.block_size, c.budget, c.k);
+    plain_cfg.kv.dtype = spec_cfg.kv.dtype = c.dtype;
+    const auto plain = run_all(m, plain_cfg, reqs, false);
     std::shared_ptr<const EngineStats> st;
-    const auto spec = run_all(m, spec_config(c.block_size, c.budget, c.k), reqs, c.together, &st);
+    const auto spec = run_all(m, spec_cfg, reqs, c.together, &st);
     ASSERT_EQ(plain.size(), spec.size());
     for (size_t i = 0; i < reqs.size(); ++i) {
         EXPECT_EQ(spec[i].ids, plain[i].ids) << "request " << i;
@@ -103,22 +110,23 @@ TEST_P(SpeculationEquality, GreedyOutputsEqualPlainDecoding) {
     EXPECT_EQ(st->blocks.used, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engine, SpeculationEquality,
-                         ::testing::Values(SpecCase{"stories260k", 16, 2048, 4, false},
-                                           SpecCase{"stories260k", 48, 2048, 8, true},
-                                           SpecCase{"stories260k", 16, 3, 4,
-                                                    true},  // budget cuts drafts short
-                                           SpecCase{"tiny-gqa", 16, 2048, 4, false},
-                                           SpecCase{"tiny-gqa", 32, 64, 6, true}),
-                         [](const auto& info) {
-                             const SpecCase& c = info.param;
-                             std::string n = std::string(c.model) + "_bs" +
-                                             std::to_string(c.block_size) + "_budget" +
-                                             std::to_string(c.budget) + "_k" + std::to_string(c.k) +
-                                             (c.together ? "_batched" : "_alone");
-                             std::erase(n, '-');
-                             return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Engine, SpeculationEquality,
+    ::testing::Values(SpecCase{"stories260k", 16, 2048, 4, false},
+                      SpecCase{"stories260k", 48, 2048, 8, true},
+                      SpecCase{"stories260k", 16, 3, 4, true},  // budget cuts drafts short
+                      SpecCase{"tiny-gqa", 16, 2048, 4, false},
+                      SpecCase{"tiny-gqa", 32, 64, 6, true},
+                      SpecCase{"tiny-gqa-hd32", 16, 2048, 4, true, kvcache::KvDtype::kQ8_0}),
+    [](const auto& info) {
+        const SpecCase& c = info.param;
+        std::string n = std::string(c.model) + "_bs" + std::to_string(c.block_size) + "_budget" +
+                        std::to_string(c.budget) + "_k" + std::to_string(c.k) +
+                        (c.together ? "_batched" : "_alone") + "_" +
+                        kvcache::kv_dtype_name(c.dtype);
+        std::erase(n, '-');
+        return n;
+    });
 
 TEST(Speculation, PreemptionKeepsOutputs) {
     model::Model& m = stories();

@@ -44,14 +44,21 @@ struct InvarianceCase {
     const char* model;
     int block_size;
     int budget;
+    kvcache::KvDtype dtype = kvcache::KvDtype::kF32;
 };
+
+model::Model& model_named(const std::string& name) {
+    if (name == "stories260k") return stories();
+    return name == "tiny-gqa" ? tiny_gqa() : tiny_hd32();
+}
 
 class BatchInvariance : public ::testing::TestWithParam<InvarianceCase> {};
 
 TEST_P(BatchInvariance, GreedyIdsMatchEachRequestAlone) {
     const auto c = GetParam();
-    model::Model& m = std::string(c.model) == "stories260k" ? stories() : tiny_gqa();
-    const EngineConfig cfg = config(c.block_size, c.budget);
+    model::Model& m = model_named(c.model);
+    EngineConfig cfg = config(c.block_size, c.budget);
+    cfg.kv.dtype = c.dtype;
     const auto prompts = random_prompts(m, 32, 2, 150, 7);
     std::vector<Request> reqs;
     for (size_t i = 0; i < prompts.size(); ++i)
@@ -83,22 +90,24 @@ TEST_P(BatchInvariance, GreedyIdsMatchEachRequestAlone) {
     EXPECT_EQ(st->blocks.used, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engine, BatchInvariance,
-                         ::testing::Values(InvarianceCase{"stories260k", 16, 64},
-                                           InvarianceCase{"stories260k", 16, 2048},
-                                           InvarianceCase{"stories260k", 64, 64},
-                                           InvarianceCase{"stories260k", 64, 2048},
-                                           InvarianceCase{"tiny-gqa", 16, 64},
-                                           InvarianceCase{"tiny-gqa", 16, 2048},
-                                           InvarianceCase{"tiny-gqa", 64, 64},
-                                           InvarianceCase{"tiny-gqa", 64, 2048}),
-                         [](const auto& info) {
-                             std::string n = std::string(info.param.model) + "_bs" +
-                                             std::to_string(info.param.block_size) + "_budget" +
-                                             std::to_string(info.param.budget);
-                             std::erase(n, '-');
-                             return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Engine, BatchInvariance,
+    ::testing::Values(InvarianceCase{"stories260k", 16, 64},
+                      InvarianceCase{"stories260k", 16, 2048},
+                      InvarianceCase{"stories260k", 64, 64},
+                      InvarianceCase{"stories260k", 64, 2048}, InvarianceCase{"tiny-gqa", 16, 64},
+                      InvarianceCase{"tiny-gqa", 16, 2048}, InvarianceCase{"tiny-gqa", 64, 64},
+                      InvarianceCase{"tiny-gqa", 64, 2048},
+                      InvarianceCase{"tiny-gqa-hd32", 16, 64, kvcache::KvDtype::kQ8_0},
+                      InvarianceCase{"tiny-gqa-hd32", 48, 2048, kvcache::KvDtype::kQ8_0}),
+    [](const auto& info) {
+        std::string n = std::string(info.param.model) + "_bs" +
+                        std::to_string(info.param.block_size) + "_budget" +
+                        std::to_string(info.param.budget) + "_" +
+                        kvcache::kv_dtype_name(info.param.dtype);
+        std::erase(n, '-');
+        return n;
+    });
 
 TEST(Engine, StoriesGoldenContinuation) {
     auto e = Engine::create(stories(), config(16, 2048));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,26 +27,32 @@ inline model::Model& stories() {
     return *m;
 }
 
-inline model::Model& tiny_gqa() {
-    static std::unique_ptr<model::Model> m = [] {
-        // One file per process: test binaries that run side by side must not rewrite a
-        // file another one has mapped.
-        const std::string path = ::testing::TempDir() + "/pagoda_engine_tiny_gqa_" +
-                                 std::to_string(::getpid()) + ".gguf";
-        auto s = model::find_shape("tiny-gqa");
-        PAGODA_CHECK(s.ok()) << "shape";
-        auto st = model::write_test_model({.shape = *s,
-                                           .dtype = formats::TensorType::kF32,
-                                           .seed = 11,
-                                           .vocab_path = testdata::kStoriesPath,
-                                           .output_path = path});
-        PAGODA_CHECK(st.ok()) << st.error().message;
-        auto r = model::Model::load(path);
-        PAGODA_CHECK(r.ok()) << r.error().message;
-        return std::move(r).value();
-    }();
+// A random-weight F32 model of a test shape (model/test_model.h), written once per process.
+inline model::Model& shape_model(const std::string& shape, uint64_t seed) {
+    static std::map<std::string, std::unique_ptr<model::Model>> models;
+    auto& m = models[shape];
+    if (m) return *m;
+    // One file per process: test binaries that run side by side must not rewrite a file
+    // another one has mapped.
+    const std::string path = ::testing::TempDir() + "/pagoda_engine_" + shape + "_" +
+                             std::to_string(::getpid()) + ".gguf";
+    auto s = model::find_shape(shape);
+    PAGODA_CHECK(s.ok()) << "shape " << shape;
+    auto st = model::write_test_model({.shape = *s,
+                                       .dtype = formats::TensorType::kF32,
+                                       .seed = seed,
+                                       .vocab_path = testdata::kStoriesPath,
+                                       .output_path = path});
+    PAGODA_CHECK(st.ok()) << st.error().message;
+    auto r = model::Model::load(path);
+    PAGODA_CHECK(r.ok()) << r.error().message;
+    m = std::move(r).value();
     return *m;
 }
+
+inline model::Model& tiny_gqa() { return shape_model("tiny-gqa", 11); }
+// Head dimension 32: a q8_0 KV cache quantizes whole rows in blocks of 32.
+inline model::Model& tiny_hd32() { return shape_model("tiny-gqa-hd32", 13); }
 
 inline EngineConfig config(int block_size, int budget, int64_t num_blocks = 512) {
     EngineConfig c;

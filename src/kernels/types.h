@@ -23,12 +23,20 @@ struct WeightView {
     const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes(); }
 };
 
-enum class KvDtype { kF32, kF16, kBF16 };
+// q8_0: GGUF's block_q8_0 per 32 values of a token's row (an fp16 scale, then 32 int8),
+// 34 bytes: 0.53x f16's. llama.cpp's `-ctk q8_0 -ctv q8_0`.
+enum class KvDtype { kF32, kF16, kBF16, kQ8_0 };
+// Bytes of one element (f32, f16, bf16); q8_0 has none of its own (kv_row_bytes).
 size_t kv_dtype_bytes(KvDtype t);
+// Bytes of one token's row of head_dim values.
+size_t kv_row_bytes(KvDtype t, int head_dim);
+inline constexpr int kKvQ8Block = 32;       // values per q8_0 block
+inline constexpr int kKvQ8BlockBytes = 34;  // fp16 scale + 32 int8
 
 // One layer of a paged KV cache. Layout per pool: [block][kv_head], then per block and
 // head V as [slot][head_dim] and K transposed, [head_dim][slot] (the attention kernel
-// scores a query against a run of keys with one vector per dimension).
+// scores a query against a run of keys with one vector per dimension). q8_0 keeps K as V,
+// one quantized row per slot ([slot][row bytes]), its blocks along the head dimension.
 struct PagedKv {
     void* k = nullptr;
     void* v = nullptr;
@@ -39,7 +47,24 @@ struct PagedKv {
 
     size_t head_stride() const { return size_t(block_size) * size_t(head_dim); }  // elements
     size_t block_stride() const { return head_stride() * size_t(num_kv_heads); }  // elements
+    size_t row_bytes() const { return kv_row_bytes(dtype, head_dim); }
+    size_t head_bytes() const { return size_t(block_size) * row_bytes(); }
+    size_t block_bytes() const { return head_bytes() * size_t(num_kv_heads); }
+    // q8_0: the row of (block, kv head, slot) in K or V.
+    const uint8_t* q8_row(const void* pool, int32_t block, int head, int slot) const {
+        return static_cast<const uint8_t*>(pool) + size_t(block) * block_bytes() +
+               size_t(head) * head_bytes() + size_t(slot) * row_bytes();
+    }
 };
+
+// q8_0 rows as GGUF and llama.cpp quantize them: per block d = max|x| / 127 (stored fp16),
+// q = round(x / d); a value is fp16(d) * q.
+void kv_q8_quantize_row(const float* x, int n, uint8_t* out);
+float kv_q8_value(const uint8_t* row, int i);
+// Every KV head's K and V rows of one token (k_row, v_row: [num_kv_heads][head_dim]) into
+// slot `slot` of block `block` of a q8_0 layer.
+void kv_q8_write(const PagedKv& kv, int32_t block, int slot, const float* k_row,
+                 const float* v_row);
 
 // Queries of one sequence against its cached keys. Query row i sits at position
 // q_pos0 + i and attends (causally) to keys at positions 0 .. q_pos0 + i.

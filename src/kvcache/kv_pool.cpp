@@ -24,8 +24,9 @@ Result<KvDtype> parse_kv_dtype(const std::string& s) {
     if (s == "f32" || s == "float32" || s == "auto") return KvDtype::kF32;
     if (s == "f16" || s == "fp16" || s == "float16") return KvDtype::kF16;
     if (s == "bf16" || s == "bfloat16") return KvDtype::kBF16;
+    if (s == "q8_0") return KvDtype::kQ8_0;
     return make_error(ErrorCode::kInvalidArgument,
-                      "KV cache dtype '{}' is not supported (allowed: f32, f16, bf16)", s);
+                      "KV cache dtype '{}' is not supported (allowed: f32, f16, bf16, q8_0)", s);
 }
 
 const char* kv_dtype_name(KvDtype t) {
@@ -33,18 +34,25 @@ const char* kv_dtype_name(KvDtype t) {
         case KvDtype::kF32: return "f32";
         case KvDtype::kF16: return "f16";
         case KvDtype::kBF16: return "bf16";
+        case KvDtype::kQ8_0: return "q8_0";
     }
     return "?";
 }
 
 size_t KvPool::bytes_per_block() const {
     return size_t(2) * size_t(num_layers_) * size_t(num_kv_heads_) * size_t(cfg_.block_size) *
-           size_t(head_dim_) * kernels::kv_dtype_bytes(cfg_.dtype);
+           kernels::kv_row_bytes(cfg_.dtype, head_dim_);
 }
 
 Result<KvPool> KvPool::create(const KvCacheConfig& cfg, int num_layers, int num_kv_heads,
                               int head_dim) {
     PAGODA_TRY(cfg.validate());
+    if (cfg.dtype == KvDtype::kQ8_0 && head_dim % kernels::kKvQ8Block != 0) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "KV cache dtype q8_0 quantizes each head's row in blocks of {} values; "
+                          "this model's head dimension is {} (use f32, f16 or bf16)",
+                          kernels::kKvQ8Block, head_dim);
+    }
     KvPool p;
     p.cfg_ = cfg;
     p.num_layers_ = num_layers;
@@ -102,7 +110,8 @@ void KvPool::copy_tokens_from(const KvPool& from, const std::vector<int32_t>& fr
     PAGODA_CHECK(from_table.size() * fb >= size_t(tokens) && to_table.size() * tb >= size_t(tokens))
         << "block tables shorter than " << tokens << " tokens";
     // Inside a block and head (kernels/cpu/ops.cpp kv_write): K is [head_dim][slot] (one
-    // column per token), V is [slot][head_dim] (one row per token).
+    // column per token), V is [slot][head_dim] (one row per token); q8_0 K is a row as V.
+    if (dtype() == KvDtype::kQ8_0) return copy_rows_from(from, from_table, to_table, tokens);
     const size_t esz = kernels::kv_dtype_bytes(dtype()), hd = size_t(head_dim_);
     const size_t heads = size_t(num_kv_heads_);
     for (int l = 0; l < num_layers_; ++l) {
@@ -122,6 +131,27 @@ void KvPool::copy_tokens_from(const KvPool& from, const std::vector<int32_t>& fr
                 for (size_t d = 0; d < hd; ++d) {
                     std::memcpy(kd + (thead + d * tb + tslot) * esz,
                                 ks + (fhead + d * fb + fslot) * esz, esz);
+                }
+            }
+        }
+    }
+}
+
+void KvPool::copy_rows_from(const KvPool& from, const std::vector<int32_t>& from_table,
+                            const std::vector<int32_t>& to_table, int64_t tokens) {
+    const int fb = from.block_size(), tb = block_size();
+    for (int l = 0; l < num_layers_; ++l) {
+        const kernels::PagedKv a = from.layer(l), b = layer(l);
+        const size_t row = a.row_bytes();
+        for (int64_t t = 0; t < tokens; ++t) {
+            const int32_t fblock = from_table[size_t(t / fb)], tblock = to_table[size_t(t / tb)];
+            const int fslot = int(t % fb), tslot = int(t % tb);
+            for (int h = 0; h < num_kv_heads_; ++h) {
+                for (int which = 0; which < 2; ++which) {
+                    const void* src = which == 0 ? a.k : a.v;
+                    void* dst = which == 0 ? b.k : b.v;
+                    std::memcpy(const_cast<uint8_t*>(b.q8_row(dst, tblock, h, tslot)),
+                                a.q8_row(src, fblock, h, fslot), row);
                 }
             }
         }

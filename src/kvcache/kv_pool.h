@@ -64,6 +64,10 @@ class KvPool {
     bool populate() const { return memory_.populate(); }
 
   private:
+    // copy_tokens_from for layouts of whole rows (q8_0).
+    void copy_rows_from(const KvPool& from, const std::vector<int32_t>& from_table,
+                        const std::vector<int32_t>& to_table, int64_t tokens);
+
     KvCacheConfig cfg_;
     int num_layers_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
     int64_t num_blocks_ = 0;

@@ -18,6 +18,7 @@ const std::vector<ModelShape>& known_shapes() {
         // name, arch, layers, dim, heads, kv heads, ffn, vocab, ctx, rope base, tied
         {"stories260k", "llama", 5, 64, 8, 4, 172, 512, 2048, 10000.0f, false},
         {"tiny-gqa", "llama", 2, 64, 4, 2, 96, 512, 1024, 10000.0f, false},
+        {"tiny-gqa-hd32", "llama", 2, 128, 4, 2, 96, 512, 1024, 10000.0f, false},
         {"tiny-qwen2", "qwen2", 2, 64, 4, 2, 96, 512, 1024, 1000000.0f, true},
         {"tiny-qwen3", "qwen3", 2, 64, 4, 2, 96, 512, 1024, 1000000.0f, true},
         // Mixtures of experts, small (tests and the parity files of testdata/models):

@@ -165,7 +165,7 @@ double time_attention(const CalibrationShape& s, int block, int64_t len, uint64_
     kv.block_size = block;
     kv.num_kv_heads = s.num_kv_heads;
     kv.head_dim = s.head_dim;
-    const size_t bytes = size_t(blocks) * kv.block_stride() * kernels::kv_dtype_bytes(s.dtype);
+    const size_t bytes = size_t(blocks) * kv.block_bytes();
     std::vector<uint8_t> k(bytes, 0x11), v(bytes, 0x22);  // written: no shared zero pages
     kv.k = k.data();
     kv.v = v.data();

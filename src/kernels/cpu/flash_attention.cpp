@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "base/half.h"
@@ -75,6 +76,7 @@ struct Scratch {
     std::vector<uint16_t> kp, vp;
     const uint16_t* kb[kKeyTile] = {};
     const uint16_t* vb[kKeyTile] = {};
+    std::vector<float> krow;  // a q8_0 pool: one key's row, dequantized before transposing
 };
 
 }  // namespace pagoda::kernels::cpu::flash
@@ -156,6 +158,45 @@ HWY_INLINE void GatherTile(D df, const Item& it, int t0, int nt, int hdp, Scratc
                   s.v.data() + size_t(i + j) * size_t(hdp));
         }
     });
+}
+
+// One q8_0 row of hd values (kernels/types.h) as f32 into dst: fp16(d) * q, as kv_q8_value.
+template <class D>
+HWY_INLINE void DequantQ8Row(D df, const uint8_t* row, int hd, float* dst) {
+    const hn::Rebind<int8_t, D> di8;
+    const hn::Rebind<int32_t, D> di32;
+    const int N = int(hn::Lanes(df));
+    for (int b = 0; b < hd / kKvQ8Block; ++b) {
+        const uint8_t* blk = row + size_t(b) * kKvQ8BlockBytes;
+        uint16_t dh;
+        std::memcpy(&dh, blk, 2);
+        const auto d = hn::Set(df, fp16_to_float(dh));
+        const auto* q = reinterpret_cast<const int8_t*>(blk + 2);
+        float* out = dst + size_t(b) * kKvQ8Block;
+        for (int i = 0; i < kKvQ8Block; i += N) {
+            const auto v = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, q + i)));
+            hn::StoreU(hn::Mul(v, d), df, out + i);
+        }
+    }
+}
+
+// Keys [t0, t0 + nt) of a q8_0 pool into s.kt (transposed) and s.v, dequantized.
+template <class D>
+HWY_INLINE void GatherTileQ8(D df, const Item& it, int t0, int nt, int hdp, Scratch& s) {
+    const PagedKv& kv = *it.kv;
+    const int bs = kv.block_size, hd = kv.head_dim, N = int(hn::Lanes(df));
+    for (int c = 0; c * N < nt; ++c) s.kc[c] = s.kt.data() + size_t(c * N);
+    s.ks = kKeyTile;
+    s.krow.resize(size_t(hd));
+    for (int j = 0; j < nt; ++j) {
+        const int32_t block = it.block_table[(t0 + j) / bs];
+        const int slot = (t0 + j) % bs;
+        float* v = s.v.data() + size_t(j) * size_t(hdp);
+        DequantQ8Row(df, kv.q8_row(kv.v, block, it.kv_head, slot), hd, v);
+        s.vr[j] = v;
+        DequantQ8Row(df, kv.q8_row(kv.k, block, it.kv_head, slot), hd, s.krow.data());
+        for (int d = 0; d < hd; ++d) s.kt[size_t(d) * kKeyTile + size_t(j)] = s.krow[size_t(d)];
+    }
 }
 
 // The tile read in place: an f32 pool whose blocks hold whole chunks of N keys (block size a
@@ -428,6 +469,8 @@ void FlashItem(const Item& it, Scratch& s) {
         } else {
             if (in_place) {
                 PointAtPool(df, it, t0, nt, s);
+            } else if (it.kv->dtype == KvDtype::kQ8_0) {
+                GatherTileQ8(df, it, t0, nt, hdp, s);
             } else {
                 GatherTile(df, it, t0, nt, hdp, s);
             }

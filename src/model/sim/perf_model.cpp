@@ -264,7 +264,7 @@ StepCost PerfModel::step(const std::vector<SeqWork>& batch) const {
     const double weights = (m.read_layer_params(int64_t(tokens)) + double(m.lm_head_params())) *
                            weight_bytes_per_param() / tp_;
     const double kv_per_token =
-        2.0 * m.layers * kv_heads_per_gpu() * m.head_dim * double(kernels::kv_dtype_bytes(kv_));
+        2.0 * m.layers * kv_heads_per_gpu() * double(kernels::kv_row_bytes(kv_, m.head_dim));
     c.bytes_per_gpu = weights + kv_per_token * kv_tokens;
     c.compute_s =
         (c.flops - attn_flops + attn_flops / eff_.attention) / tp_ / (peak_flops() * eff_.compute);
@@ -302,8 +302,8 @@ Result<MemoryPlan> PerfModel::memory(double util, int max_num_batched_tokens) co
                        (4 * int64_t(m.dim) + (2 * m.ffn + q + 2 * kv) / tp_) * 2 +
                    256 * m.vocab * 4;
     p.non_torch = kNonTorchBytes + (tp_ > 1 ? int64_t(256) << 20 : 0);
-    p.kv_bytes_per_token = int64_t(2) * m.layers * kv_heads_per_gpu() * m.head_dim *
-                           int64_t(kernels::kv_dtype_bytes(kv_));
+    p.kv_bytes_per_token = int64_t(2) * m.layers * kv_heads_per_gpu() *
+                           int64_t(kernels::kv_row_bytes(kv_, m.head_dim));
     p.kv = p.budget - p.weights - p.activation - p.non_torch;
     if (p.kv <= 0) {
         return make_error(ErrorCode::kResourceExhausted,
