@@ -16,7 +16,8 @@
 # with that many concurrent streams (256 tokens in, 128 out) against `pagoda serve` and
 # against `llama-server --parallel 16`, output tokens/s (the p99 TTFT is printed beside).
 # llama.cpp: the binaries of ../shared/anchors/llama.cpp/bin (LLAMACPP_BIN overrides).
-# PAGODA_FLAGS: extra flags for `pagoda generate` (e.g. "--kv-cache-dtype f16").
+# PAGODA_FLAGS: extra flags for `pagoda generate` (e.g. "--kv-cache-dtype f16"); LLAMA_FLAGS:
+# extra flags for llama-bench and llama-server (e.g. "-ctk q8_0 -ctv q8_0 -fa 1").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/apps/pagoda
@@ -81,7 +82,7 @@ print([x for x in r if x.get("summary")][0]["decode_tokens_per_s"])'
 }
 
 llama_run() {  # PROMPT GEN DEPTH
-    "$LLAMA/llama-bench" -m "$MODEL" -t "$THREADS" -p "$1" -n "$2" -d "$3" -r 1 -o json 2>/dev/null |
+    "$LLAMA/llama-bench" -m "$MODEL" -t "$THREADS" -p "$1" -n "$2" -d "$3" -r 1 ${LLAMA_FLAGS:-} -o json 2>/dev/null |
         python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["avg_ts"])'
 }
 
@@ -112,7 +113,7 @@ pagoda_serving() {  # STREAMS
     kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 llama_serving() {  # STREAMS
-    "$LLAMA/llama-server" -m "$MODEL" -t "$THREADS" --parallel 16 -c 16384 --port 18612 \
+    "$LLAMA/llama-server" -m "$MODEL" -t "$THREADS" --parallel 16 -c 16384 --port 18612 ${LLAMA_FLAGS:-} \
         >"$OUT/llama.log" 2>&1 &
     local pid=$!
     wait_port 18612 "$pid"

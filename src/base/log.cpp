@@ -78,6 +78,11 @@ bool next_pair(std::string_view line, size_t& i, std::string& out) {
 
 std::string json_escape(std::string_view s) {
     std::string out;
+    append_json_escaped(out, s);
+    return out;
+}
+
+void append_json_escaped(std::string& out, std::string_view s) {
     for (const char c : s) {
         switch (c) {
             case '"': out += "\\\""; break;
@@ -93,7 +98,6 @@ std::string json_escape(std::string_view s) {
                 }
         }
     }
-    return out;
 }
 
 void set_log_level(LogLevel level) { g_level.store(int(level)); }

@@ -24,6 +24,7 @@ void set_log_format(LogFormat format);
 // The inside of a JSON string for `s` (quotes, backslashes and control characters escaped);
 // the log's JSON lines and the HTTP server's own error bodies use it.
 std::string json_escape(std::string_view s);
+void append_json_escaped(std::string& out, std::string_view s);  // the same, appended
 // The JSON object of one `event key=value ...` line (what kJson writes, without the time).
 std::string log_line_json(const char* level, const std::string& line);
 LogLevel log_level();

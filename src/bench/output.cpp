@@ -149,7 +149,9 @@ Series cdf(const std::string& name, std::vector<double> v) {
 
 }  // namespace
 
-double server_cpu_ms_per_request(const Report& r) {
+namespace {
+// The server's process CPU seconds over the run (NaN when its /metrics did not say).
+double server_cpu_seconds(const Report& r) {
     json sm = json::parse(r.server_metrics_json, nullptr, false);
     if (!sm.is_object()) return NAN;
     double cpu = NAN;
@@ -159,9 +161,20 @@ double server_cpu_ms_per_request(const Report& r) {
             it.value().is_number())
             cpu = (std::isfinite(cpu) ? cpu : 0.0) + it.value().get<double>();
     }
+    return cpu;
+}
+}  // namespace
+
+double server_cpu_ms_per_request(const Report& r) {
     int64_t sent = 0;
     for (const SecondBucket& b : r.series) sent += b.sent;
-    return sent > 0 ? cpu * 1000 / double(sent) : NAN;
+    return sent > 0 ? server_cpu_seconds(r) * 1000 / double(sent) : NAN;
+}
+
+double server_cpu_us_per_token(const Report& r) {
+    int64_t tokens = 0;
+    for (const SecondBucket& b : r.series) tokens += b.output_tokens;
+    return tokens > 0 ? server_cpu_seconds(r) * 1e6 / double(tokens) : NAN;
 }
 
 json stats_json(const Stats& s) {
@@ -240,6 +253,8 @@ json report_json(const Report& r) {
     j["server"] = json::parse(r.server_info_json, nullptr, false);
     const double cpu = server_cpu_ms_per_request(r);
     j["server_cpu_ms_per_request"] = std::isfinite(cpu) ? json(cpu) : json(nullptr);
+    const double cpu_tok = server_cpu_us_per_token(r);
+    j["server_cpu_us_per_token"] = std::isfinite(cpu_tok) ? json(cpu_tok) : json(nullptr);
     return j;
 }
 
@@ -279,9 +294,10 @@ std::string server_side_lines(const Report& r) {
         const double cpu = server_cpu_ms_per_request(r);
         if (std::isfinite(cpu)) {
             o += fmt::format(
-                "server CPU: {:.3f} ms per request sent (process CPU seconds over the run; with "
-                "--backend sim the forward pass only sleeps, so this is the serving overhead)\n",
-                cpu);
+                "server CPU: {:.3f} ms per request sent, {:.1f} us per streamed token (process "
+                "CPU seconds over the run; with --backend sim the forward pass only sleeps, so "
+                "this is the serving overhead)\n",
+                cpu, server_cpu_us_per_token(r));
         }
     }
     return o;

@@ -14,6 +14,8 @@ nlohmann::json report_json(const Report& r);
 // The target's process CPU time over the run per request sent, from its /metrics (NaN when
 // it exports no process_cpu_seconds_total): the serving overhead on the simulated backend.
 double server_cpu_ms_per_request(const Report& r);
+// The same over the output tokens the client received.
+double server_cpu_us_per_token(const Report& r);
 nlohmann::json stats_json(const Stats& s);
 std::string terminal_summary(const Report& r);
 std::string html_report(const Report& r, const Scenario& s,

@@ -46,14 +46,13 @@ struct StreamParser {
             return;
         }
         buf.append(data);
-        size_t pos;
-        while ((pos = buf.find('\n')) != std::string::npos) {
-            std::string line = buf.substr(0, pos);
-            buf.erase(0, pos + 1);
-            if (!line.empty() && line.back() == '\r') line.pop_back();
+        size_t start = 0, pos;
+        while ((pos = buf.find('\n', start)) != std::string::npos) {
+            std::string_view line(buf.data() + start, pos - start);
+            start = pos + 1;
+            if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
             if (!line.starts_with("data:")) continue;
-            std::string_view payload(line);
-            payload.remove_prefix(5);
+            std::string_view payload = line.substr(5);
             while (!payload.empty() && payload.front() == ' ') payload.remove_prefix(1);
             if (payload == "[DONE]") {
                 done_seen = true;
@@ -61,10 +60,50 @@ struct StreamParser {
             }
             event(payload);
         }
+        buf.erase(0, start);
+    }
+
+    // Where the value of "key" starts in a JSON text (the quoted key and colon given), or
+    // npos. Keys are matched outside strings only: inside one, a quote is escaped.
+    static size_t value_at(std::string_view s, std::string_view quoted_key) {
+        size_t p = s.find(quoted_key);
+        if (p == std::string_view::npos) return p;
+        p += quoted_key.size();
+        while (p < s.size() && s[p] == ' ') ++p;
+        return p < s.size() ? p : std::string_view::npos;
+    }
+
+    void token_or_finish(double t, bool is_string, bool has_text, bool finished) {
+        // A token chunk: it has text, or it is a mid-stream chunk (a token that is not yet
+        // printable).
+        if (has_text || (!finished && is_string)) {
+            if (rec->first_token_s < 0) rec->first_token_s = t;
+            rec->token_s.push_back(t);
+        } else if (finished && finish_s < 0) {
+            finish_s = t;
+        }
+    }
+
+    // A token chunk read without building a JSON value (the client keeps up with a server
+    // streaming tens of thousands of tokens a second); false: parse it whole.
+    bool quick_event(double t, std::string_view payload) {
+        if (payload.find("\"usage\"") != std::string_view::npos ||
+            payload.find("\"error\"") != std::string_view::npos) {
+            return false;
+        }
+        const size_t f = value_at(payload, "\"finish_reason\":");
+        if (f == std::string_view::npos) return false;
+        const size_t v = value_at(payload, chat ? "\"content\":" : "\"text\":");
+        if (v == std::string_view::npos) return true;  // no text field: not a token
+        const bool is_string = payload[v] == '"';
+        const bool has_text = is_string && v + 1 < payload.size() && payload[v + 1] != '"';
+        token_or_finish(t, is_string, has_text, payload[f] != 'n');
+        return true;
     }
 
     void event(std::string_view payload) {
         double t = now();
+        if (quick_event(t, payload)) return;
         json j = json::parse(payload, nullptr, false);
         if (!j.is_object()) return;
         if (j.contains("error")) {
@@ -95,14 +134,7 @@ struct StreamParser {
         if (!text) return;
         bool has_text = text->is_string() && !text->get_ref<const std::string&>().empty();
         bool finished = c.contains("finish_reason") && !c["finish_reason"].is_null();
-        // A token chunk: it has text, or it is a mid-stream chunk (a token that is not yet
-        // printable).
-        if (has_text || (!finished && text->is_string())) {
-            if (rec->first_token_s < 0) rec->first_token_s = t;
-            rec->token_s.push_back(t);
-        } else if (finished && finish_s < 0) {
-            finish_s = t;
-        }
+        token_or_finish(t, text->is_string(), has_text, finished);
     }
 };
 

@@ -25,7 +25,8 @@ void Engine::propose_drafts() {
         // Drafts plus the model's own next token stay within max_tokens, and the accepted
         // ones never reach the context length before plain decoding would.
         const int64_t room = std::min(s->max_total_tokens - size - 1, max_len - size - 2);
-        const int k = int(std::min<int64_t>(cfg_.spec.num_speculative_tokens, room));
+        const int k = int(
+            std::min<int64_t>(std::min(cfg_.spec.num_speculative_tokens, r.backoff.limit), room));
         drafts_.clear();
         if (k > 0 && propose_ngram(s->tokens, cfg_.spec, k, drafts_) > 0) {
             sched_->propose(s->id, drafts_);
@@ -62,7 +63,7 @@ void Engine::verify_drafts(scheduler::BatchPlan& plan) {
                 if (i == x.num_draft || t != s->tokens[size_t(x.pos_start + 1 + i)]) break;
                 ++accepted;
             }
-            r.backoff.verified(accepted);
+            r.backoff.verified(accepted, x.num_draft);
         }
         ++totals_.spec_drafts;
         totals_.spec_draft_tokens += x.num_draft;

@@ -36,7 +36,15 @@ std::optional<Event> RequestStream::next_for(std::chrono::milliseconds timeout) 
     return ev;
 }
 
-std::optional<Event> RequestStream::try_next() { return next_for(std::chrono::milliseconds(0)); }
+// Never waits: a zero-timeout wait_for still sleeps in the kernel once (a futex call per
+// poll, which the HTTP thread did for every stream at every step).
+std::optional<Event> RequestStream::try_next() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (events_.empty()) return std::nullopt;
+    Event ev = std::move(events_.front());
+    events_.pop_front();
+    return ev;
+}
 
 bool RequestStream::done() const {
     std::lock_guard<std::mutex> lock(mu_);

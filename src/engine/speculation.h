@@ -10,10 +10,13 @@
 // (temperature 0, no penalties, no min_tokens, no grammar, n = 1), so the output is the one
 // plain decoding gives.
 //
-// A sample whose drafts were all refused waits 8, 16, 32, then 64 decodes before it proposes
-// again (reset by an accepted draft): a verify costs 1.4-1.9 plain steps on the TinyLlama
-// shape (bench/micro/verify_bench.cpp), so text that does not repeat costs ~2-3%.
+// Each sample adapts (DraftBackoff): it proposes at most `limit` drafts, doubled while all
+// are accepted, cut to the accepted + 1 when some are refused; when all are refused the
+// limit drops to 1 and the sample waits 8, 16, 32, then 64 decodes before it proposes again.
+// A verify of 1 + k rows costs 1.4 (k = 1) to 1.9 (k = 4) plain steps on the TinyLlama
+// shape (bench/micro/verify_bench.cpp): text that does not repeat pays ~0.4 step per miss.
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -50,14 +53,20 @@ bool can_speculate(const SamplingParams& p);
 int propose_ngram(std::span<const int32_t> tokens, const SpeculativeConfig& c, int max_tokens,
                   std::vector<int32_t>& out);
 
-// Per-sample backoff after refused drafts.
+// Per-sample draft length and backoff after refused drafts.
 struct DraftBackoff {
-    int misses = 0;  // verifies in a row that accepted nothing
-    int wait = 0;    // decodes left before the next proposal
+    int misses = 0;                     // verifies in a row that accepted nothing
+    int wait = 0;                       // decodes left before the next proposal
+    int limit = kMaxSpeculativeTokens;  // drafts the next proposal may have
 
     bool ready() const { return wait == 0; }
     void skip() { --wait; }
-    void verified(int accepted) {
+    void verified(int accepted, int proposed) {
+        if (accepted == proposed) {
+            limit = std::min(kMaxSpeculativeTokens, 2 * proposed);
+        } else {
+            limit = accepted + 1;
+        }
         if (accepted > 0) {
             misses = 0;
         } else {

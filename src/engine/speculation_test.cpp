@@ -97,17 +97,24 @@ TEST(Speculation, OnlyDeterministicSamplesSpeculate) {
 TEST(Speculation, BackoffDoublesAfterMissesAndResets) {
     DraftBackoff b;
     EXPECT_TRUE(b.ready());
-    b.verified(0);
+    b.verified(0, 4);
     EXPECT_EQ(b.wait, 8);
+    EXPECT_EQ(b.limit, 1);  // after a miss, one draft at a time
     for (int i = 0; i < 8; ++i) b.skip();
     EXPECT_TRUE(b.ready());
-    b.verified(0);
+    b.verified(0, 1);
     EXPECT_EQ(b.wait, 16);
-    for (int i = 0; i < 10; ++i) b.verified(0);
+    for (int i = 0; i < 10; ++i) b.verified(0, 1);
     EXPECT_EQ(b.wait, 64);
     b.wait = 0;
-    b.verified(2);
+    b.verified(1, 1);  // all accepted: the limit doubles
     EXPECT_EQ(b.misses, 0);
+    EXPECT_EQ(b.limit, 2);
+    EXPECT_TRUE(b.ready());
+    b.verified(2, 2);
+    EXPECT_EQ(b.limit, 4);
+    b.verified(2, 4);  // some refused: accepted + 1
+    EXPECT_EQ(b.limit, 3);
     EXPECT_TRUE(b.ready());
 }
 

@@ -1,6 +1,7 @@
 // The only translation unit that includes Boost.Beast for serving.
 #include "http/server.h"
 
+#include <array>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -212,9 +213,11 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 stream, asio::buffer(head), asio::as_tuple(asio::use_awaitable));
             streaming = true;
         } else if (it.kind == Item::kChunk && streaming) {
-            const std::string framed = fmt::format("{:x}\r\n", it.data.size()) + it.data + "\r\n";
-            std::tie(ec, std::ignore) = co_await asio::async_write(
-                stream, asio::buffer(framed), asio::as_tuple(asio::use_awaitable));
+            const std::string size = fmt::format("{:x}\r\n", it.data.size());
+            const std::array<asio::const_buffer, 3> framed = {
+                asio::buffer(size), asio::buffer(it.data), asio::buffer("\r\n", 2)};
+            std::tie(ec, std::ignore) =
+                co_await asio::async_write(stream, framed, asio::as_tuple(asio::use_awaitable));
         } else if (it.kind == Item::kFinish) {
             if (streaming) {
                 std::tie(ec, std::ignore) = co_await asio::async_write(
@@ -259,6 +262,11 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     void push(Item it) {
         std::lock_guard<std::mutex> lock(mu_);
         if (closed_ || disconnected_) return;
+        // Chunks queued back to back go out as one chunk, one write (a step's tokens).
+        if (it.kind == Item::kChunk && !items_.empty() && items_.back().kind == Item::kChunk) {
+            items_.back().data += it.data;
+            return;
+        }
         items_.push_back(std::move(it));
         if (waiting_) {
             waiting_ = false;

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <random>
 
+#include "base/log.h"
 #include "server/api_error.h"
 #include "server/request.h"
 #include "tokenizer/detokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace pagoda::server {
 
@@ -77,7 +79,12 @@ class Call : public std::enable_shared_from_this<Call> {
           want_logprobs_(chat_ ? pr.chat_logprobs : pr.sampling.logprobs >= 0),
           n_(pr.sampling.n),
           id_(random_id(chat_ ? "chatcmpl-" : "cmpl-")),
-          created_(unix_now()) {
+          created_(unix_now()),
+          chunk_prefix_(fmt::format(
+              "data: {{\"id\":\"{}\",\"object\":\"{}\",\"created\":{},\"model\":{},"
+              "\"choices\":[{{\"index\":",
+              id_, chat_ ? "chat.completion.chunk" : "text_completion", created_,
+              json(ctx.served_model_name).dump(-1, ' ', false, json::error_handler_t::replace))) {
         ChoiceState blank;
         blank.logprobs = chat_ ? json{{"content", json::array()}}
                                : json{{"tokens", json::array()},
@@ -137,6 +144,28 @@ class Call : public std::enable_shared_from_this<Call> {
                 {"created", created_},
                 {"model", ctx_.served_model_name}};
     }
+    // The common streamed chunk (text only: no logprobs, tool calls, token ids or finish)
+    // written straight into its SSE line, no JSON value built per token. False: the text is
+    // not valid UTF-8 (the JSON path replaces what is not).
+    bool send_text_chunk(size_t index, ChoiceState& c, const std::string& text) {
+        if (!tokenizer::is_valid_utf8(text)) return false;
+        std::string out;
+        out.reserve(chunk_prefix_.size() + text.size() + 96);
+        out += chunk_prefix_;
+        out += std::to_string(index);
+        if (chat_) {
+            out += c.role_sent ? ",\"delta\":{\"content\":\""
+                               : ",\"delta\":{\"role\":\"assistant\",\"content\":\"";
+            c.role_sent = true;
+        } else {
+            out += ",\"text\":\"";
+        }
+        append_json_escaped(out, text);
+        out += chat_ ? "\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n"
+                     : "\",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+        resp_->write(std::move(out));
+        return true;
+    }
     void send_chunk(const json& j) {
         resp_->write("data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
     }
@@ -158,6 +187,7 @@ class Call : public std::enable_shared_from_this<Call> {
     const int n_;
     const std::string id_;
     const int64_t created_;
+    const std::string chunk_prefix_;  // a chunk's SSE line up to its choice's index
     std::shared_ptr<http::Responder> resp_;
     std::vector<PromptState> prompts_;
     std::vector<ChoiceState> choices_;
@@ -249,6 +279,10 @@ void Call::add_logprobs(ChoiceState& c, const engine::Event& ev, json* delta) {
 
 void Call::stream_chunk(size_t index, ChoiceState& c, const engine::Event& ev, const json& delta_lp,
                         const std::string& text, const json& tool_calls) {
+    if (!ev.finish && delta_lp.is_null() && tool_calls.empty() && !token_ids_ &&
+        send_text_chunk(index, c, text)) {
+        return;
+    }
     json choice = {{"index", index},
                    {"logprobs", delta_lp.is_null() ? json(nullptr) : delta_lp},
                    {"finish_reason", ev.finish ? json(c.finish) : json(nullptr)}};
@@ -396,8 +430,8 @@ void Call::send_body() {
 }
 
 // Hands the call to the I/O thread: stream notifiers post pump() there; a disconnect cancels.
-http::Reply run_later(std::shared_ptr<Call> call) {
-    return http::Reply::later([call](std::shared_ptr<http::Responder> resp) {
+http::Reply run_later(std::shared_ptr<Call> call, std::shared_ptr<PumpQueue> pumps) {
+    return http::Reply::later([call, pumps](std::shared_ptr<http::Responder> resp) {
         call->attach(resp);
         if (call->streaming()) {
             resp->start_stream(200, "text/event-stream", {{"X-Request-Id", call->request_id()}});
@@ -408,13 +442,37 @@ http::Reply run_later(std::shared_ptr<Call> call) {
         });
         // The notifiers own the call until it completes (finish() clears them).
         call->for_each_stream([&](engine::RequestStream& s) {
-            s.set_notify([call, resp] { resp->post([call] { call->pump(); }); });
+            if (pumps) {
+                s.set_notify([call, resp, pumps] { pumps->add([call] { call->pump(); }, *resp); });
+            } else {
+                s.set_notify([call, resp] { resp->post([call] { call->pump(); }); });
+            }
         });
         resp->post([call] { call->pump(); });  // events pushed before the notifiers were set
     });
 }
 
 }  // namespace
+
+void PumpQueue::add(std::function<void()> pump, http::Responder& resp) {
+    bool first = false;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        first = pending_.empty();
+        pending_.push_back(std::move(pump));
+    }
+    // The drain runs on the I/O thread (every responder of a server posts to the same one).
+    if (first) resp.post([self = shared_from_this()] { self->drain(); });
+}
+
+void PumpQueue::drain() {
+    std::vector<std::function<void()>> batch;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        batch.swap(pending_);
+    }
+    for (auto& pump : batch) pump();
+}
 
 http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin origin,
                              const CallContext& ctx) {
@@ -467,7 +525,7 @@ http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin
         call->add_prompt(*s);
     }
     ++ctx.in_flight;
-    return run_later(std::move(call));
+    return run_later(std::move(call), ctx.pumps);
 }
 
 }  // namespace pagoda::server

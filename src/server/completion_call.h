@@ -5,8 +5,11 @@
 // later call runs there too (events arrive through RequestStream notifiers posted to it).
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "http/server.h"
@@ -22,6 +25,19 @@ enum class Endpoint { kCompletions, kChatCompletions };
 enum class Origin { kClient, kWarmup };
 
 // What a call needs of the server; outlives every call.
+// The engine's stream notifications of one step reach the I/O thread as one post: each
+// notifier queues its call's pump, and only the first of a batch posts the drain (one
+// wake-up per engine step instead of one per streaming request). One per server.
+class PumpQueue : public std::enable_shared_from_this<PumpQueue> {
+  public:
+    void add(std::function<void()> pump, http::Responder& resp);
+
+  private:
+    void drain();
+    std::mutex mu_;
+    std::vector<std::function<void()>> pending_;
+};
+
 struct CallContext {
     engine::Engine& engine;
     ServerMetrics& metrics;
@@ -30,8 +46,9 @@ struct CallContext {
     const ChatTemplate* chat = nullptr;
     ConstraintCache* constraints = nullptr;  // compiled grammars, shared by the calls
     ToolParser tool_parser = ToolParser::kLlama3Json;
-    std::string request_id;  // X-Request-Id: the client's or the router's, else generated
-    std::string route;       // the request's path, for the access log
+    std::string request_id;            // X-Request-Id: the client's or the router's, else generated
+    std::string route;                 // the request's path, for the access log
+    std::shared_ptr<PumpQueue> pumps;  // null: a post per notification
 };
 
 // PREFIX followed by 24 random hex digits ("cmpl-...", "req-...").

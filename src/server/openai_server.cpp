@@ -140,7 +140,7 @@ http::Reply OpenAiServer::generate(const http::Request& req, Endpoint endpoint, 
     }
     return start_completion(req, endpoint, origin,
                             {engine_, metrics_, in_flight_, cfg_.served_model_name, cfg_.chat.get(),
-                             &constraints_, tool_parser_, request_id, req.path});
+                             &constraints_, tool_parser_, request_id, req.path, pumps_});
 }
 
 bool OpenAiServer::fault_draw(double rate) {

@@ -92,6 +92,7 @@ class OpenAiServer {
     engine::Engine& engine_;
     ServerConfig cfg_;
     ConstraintCache constraints_;
+    std::shared_ptr<PumpQueue> pumps_ = std::make_shared<PumpQueue>();
     ToolParser tool_parser_ = ToolParser::kLlama3Json;
     std::atomic<bool> ready_{false}, draining_{false}, shedding_{false};
     std::atomic<int64_t> in_flight_{0};

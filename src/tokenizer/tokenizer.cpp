@@ -87,17 +87,16 @@ Result<Tokenizer> Tokenizer::from_gguf(const formats::GgufFile& g) {
 
 void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) const {
     std::vector<Symbol> syms = split_chars(text);
+    std::string joined;  // one buffer for every candidate pair
     merge_symbols(text, syms, [&](std::string_view a, std::string_view b) -> std::optional<double> {
-        std::string joined;
-        joined.reserve(a.size() + b.size());
-        joined.append(a).append(b);
-        auto it = vocab_.token_to_id.find(joined);
+        joined.assign(a).append(b);
+        auto it = vocab_.token_to_id.find(std::string_view(joined));
         if (it == vocab_.token_to_id.end()) return std::nullopt;
         return double(vocab_.scores[size_t(it->second)]);
     });
     for (int k = syms.empty() ? -1 : 0; k >= 0; k = syms[size_t(k)].next) {
         const std::string_view piece = text.substr(syms[size_t(k)].start, syms[size_t(k)].len);
-        auto it = vocab_.token_to_id.find(std::string(piece));
+        auto it = vocab_.token_to_id.find(piece);
         if (it != vocab_.token_to_id.end()) {
             out.push_back(it->second);
             continue;

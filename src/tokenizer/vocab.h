@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -28,6 +29,13 @@ enum class TokenType : int32_t {
     kByte = 6,
 };
 
+// Looks strings up by std::string_view without building a std::string (prompt encoding
+// does a lookup per candidate merge).
+struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 struct PairHash {
     size_t operator()(const std::pair<std::string, std::string>& p) const {
         return std::hash<std::string>{}(p.first) * 31 + std::hash<std::string>{}(p.second);
@@ -41,7 +49,7 @@ struct Vocab {
     std::vector<std::string> tokens;
     std::vector<float> scores;
     std::vector<TokenType> types;
-    std::unordered_map<std::string, TokenId> token_to_id;
+    std::unordered_map<std::string, TokenId, StringHash, std::equal_to<>> token_to_id;
     std::unordered_map<std::pair<std::string, std::string>, int32_t, PairHash> merge_rank;
     TokenId bos = kNoToken, eos = kNoToken, unk = kNoToken, pad = kNoToken, eot = kNoToken;
     bool add_bos = false;
