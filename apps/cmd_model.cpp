@@ -6,6 +6,7 @@
 #include "apps/cli_common.h"
 #include "apps/commands.h"
 #include "hf/hf_convert.h"
+#include "kernels/types.h"
 #include "model/model.h"
 #include "model/test_model.h"
 
@@ -73,7 +74,11 @@ int run_info(const std::string& path) {
                     ? "absent"
                     : ("present (" + std::to_string(v.chat_template.size()) + " bytes)").c_str());
     const double per_tok = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim;
-    std::printf("KV bytes/token:  %.0f (f32), %.0f (f16/bf16)\n", per_tok * 4, per_tok * 2);
+    std::printf("KV bytes/token:  %.0f (f32), %.0f (f16/bf16)", per_tok * 4, per_tok * 2);
+    if (c.head_dim % kernels::kKvQ8Block == 0) {
+        std::printf(", %.0f (q8_0)", per_tok / kernels::kKvQ8Block * kernels::kKvQ8BlockBytes);
+    }
+    std::printf("\n");
     return 0;
 }
 

@@ -7,6 +7,11 @@ logprobs and reports, over the positions, the largest difference among the 5 bes
 logprobs (median, 90th percentile, max), and the positions where the first server's two
 best tokens are closest (its near-ties, where rounding decides the greedy token).
 
+With --drift MODEL, the same teacher-forced measure on any GGUF both serve: the
+positions are the first server's own 32 greedy tokens after each of the 4 prompts (issue
+40: a quantized KV cache's drift, `pagoda:A pagoda:B` with f16 and q8_0 caches, beside
+llama-server's own f16 and q8_0 caches).
+
 With --free MODEL, instead: 32 greedy tokens from each server after each of the 4 prompts
 of scripts/kquant-parity.sh (tokenized by `pagoda tokenize -m MODEL`), how many lead
 tokens are equal, and where they part, both servers' gap between their two best tokens.
@@ -84,14 +89,20 @@ def greedy(server, ids, n):
     return b["choices"][0]["token_ids"]
 
 
-def free_running(a, b, model):
+def tokenized_prompts(model):
     pagoda = ROOT / "build" / "apps" / "pagoda"
+    out = []
     for text in PROMPTS:
         tok = subprocess.run([str(pagoda), "tokenize", "-m", model], input=text,
                              capture_output=True, text=True, check=False)
         if tok.returncode != 0:
             sys.exit(f"{pagoda} tokenize -m {model} failed: {tok.stderr.strip()}")
-        ids = [int(v) for v in tok.stdout.split()]
+        out.append((text, [int(v) for v in tok.stdout.split()]))
+    return out
+
+
+def free_running(a, b, model):
+    for text, ids in tokenized_prompts(model):
         ga, gb = greedy(a, ids, 32), greedy(b, ids, 32)
         n = next((k for k in range(32) if ga[k] != gb[k]), 32)
         if n == 32:
@@ -120,7 +131,21 @@ def main():
     ap.add_argument("--free", metavar="MODEL",
                     help="compare free-running greedy continuations instead (MODEL: the GGUF "
                          "both serve, for its tokenizer)")
+    ap.add_argument("--drift", metavar="MODEL",
+                    help="teacher-forced differences along the first server's own greedy "
+                         "tokens (MODEL: the GGUF both serve)")
+    ap.add_argument("--positions", type=server_arg, metavar="KIND:PORT",
+                    help="--drift along this server's greedy tokens instead (llama-server "
+                         "refuses some random-weight outputs with a 500)")
     args = ap.parse_args()
+    if args.drift:
+        prompts = [ids for _, ids in tokenized_prompts(args.drift)]
+        try:
+            conts = [greedy(args.positions or args.a, ids, 32) for ids in prompts]
+        except (urllib.error.URLError, KeyError, IndexError) as e:
+            sys.exit(f"the first server did not answer as expected ({e})")
+        report(args, args.drift, prompts, conts)
+        return
     if args.free:
         try:
             free_running(args.a, args.b, args.free)
@@ -132,23 +157,27 @@ def main():
     if not cases:
         sys.exit(f"no entry of {HEADER} matches --file '{args.file}'")
     for name, prompts, continuations in cases:
-        diffs, gaps = [], []
-        try:
-            for i, (prompt, cont) in enumerate(zip(prompts, continuations)):
-                for k in range(len(cont)):
-                    ids = prompt + cont[:k]
-                    a, b = top_logprobs(args.a, ids), top_logprobs(args.b, ids)
-                    diffs.append(max(abs(x - y) for x, y in zip(a[:5], b[:5])))
-                    gaps.append((a[0] - a[1], i, k))
-        except (urllib.error.URLError, KeyError, IndexError) as e:
-            sys.exit(f"{name}: a server did not answer as expected ({e}); are both serving "
-                     "the same file on the ports given?")
-        diffs.sort()
-        print(f"{Path(name).name}: {len(diffs)} positions, largest |logprob difference| of "
-              f"the 5 best: median {statistics.median(diffs):.4f}, "
-              f"p90 {diffs[int(len(diffs) * 0.9)]:.4f}, max {diffs[-1]:.4f} nats")
-        close = ", ".join(f"{g:.4f} (prompt {i}, token {k})" for g, i, k in sorted(gaps)[:4])
-        print(f"  closest calls of the first server: {close}")
+        report(args, name, prompts, continuations)
+
+
+def report(args, name, prompts, continuations):
+    diffs, gaps = [], []
+    try:
+        for i, (prompt, cont) in enumerate(zip(prompts, continuations)):
+            for k in range(len(cont)):
+                ids = prompt + cont[:k]
+                a, b = top_logprobs(args.a, ids), top_logprobs(args.b, ids)
+                diffs.append(max(abs(x - y) for x, y in zip(a[:5], b[:5])))
+                gaps.append((a[0] - a[1], i, k))
+    except (urllib.error.URLError, KeyError, IndexError) as e:
+        sys.exit(f"{name}: a server did not answer as expected ({e}); are both serving "
+                 "the same file on the ports given?")
+    diffs.sort()
+    print(f"{Path(name).name}: {len(diffs)} positions, largest |logprob difference| of "
+          f"the 5 best: median {statistics.median(diffs):.4f}, "
+          f"p90 {diffs[int(len(diffs) * 0.9)]:.4f}, max {diffs[-1]:.4f} nats")
+    close = ", ".join(f"{g:.4f} (prompt {i}, token {k})" for g, i, k in sorted(gaps)[:4])
+    print(f"  closest calls of the first server: {close}")
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@
 # --dtype q8_0 --vocab testdata/tokenizer-vectors/ggml-vocab-llama-spm.gguf -o /tmp/tl-q8.gguf`.
 # PAIRS: default 5. Measures (comma list, default all but serving): tg128 (batch-1 decode,
 # 128 tokens), pp512, pp2048, pp8192 (prefill tokens/s), tg32@4096, tg32@8192 (decode of 32
-# tokens after that many tokens of context). --serving adds s1, s4, s16: `pagoda bench`
+# tokens after that many tokens of context). --serving adds s1, s4, s16, s32, s64: `pagoda bench`
 # with that many concurrent streams (256 tokens in, 128 out) against `pagoda serve` and
-# against `llama-server --parallel 16`, output tokens/s (the p99 TTFT is printed beside).
+# against `llama-server --parallel max(16, N)`, output tokens/s (the p99 TTFT is printed
+# beside); REQS_PER_STREAM requests per stream (default 4), closed loop.
 # llama.cpp: the binaries of ../shared/anchors/llama.cpp/bin (LLAMACPP_BIN overrides).
 # PAGODA_FLAGS: extra flags for `pagoda generate` (e.g. "--kv-cache-dtype f16"); LLAMA_FLAGS:
 # extra flags for llama-bench and llama-server (e.g. "-ctk q8_0 -ctv q8_0 -fa 1").
@@ -40,7 +41,7 @@ done
 [ -f "$MODEL" ] || { echo "$MODEL: no such file" >&2; exit 2; }
 [ -x "$LLAMA/llama-bench" ] || { echo "no llama-bench in $LLAMA (set LLAMACPP_BIN)" >&2; exit 2; }
 [ -x "$BIN" ] || { echo "$BIN is not built (cmake --build build)" >&2; exit 2; }
-if [ "$SERVING" = 1 ]; then MEASURES="$MEASURES,s1,s4,s16"; fi
+if [ "$SERVING" = 1 ]; then MEASURES="$MEASURES,s1,s4,s16,s32,s64"; fi
 OUT=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$OUT"' EXIT
 . scripts/llamacpp-lib.sh
@@ -53,7 +54,7 @@ shape() {
         tg*@*) local n=${1%@*}; echo "0 ${n#tg} ${1#*@}" ;;
         tg*) echo "0 ${1#tg} 0" ;;
         pp*) echo "${1#pp} 0 0" ;;
-        *) echo "unknown measure '$1' (tgN, ppN, tgN@DEPTH, s1, s4, s16)" >&2; exit 2 ;;
+        *) echo "unknown measure '$1' (tgN, ppN, tgN@DEPTH, s1, s4, s16, s32, s64)" >&2; exit 2 ;;
     esac
 }
 
@@ -88,7 +89,7 @@ llama_run() {  # PROMPT GEN DEPTH
 
 # Serving: `pagoda bench` against a server at PORT; prints "output_tok/s p99_ttft_ms".
 serve_bench() {  # PORT STREAMS
-    local n=$(( $2 * 4 ))
+    local n=$(( $2 * ${REQS_PER_STREAM:-4} ))
     "$BIN" bench --url "http://127.0.0.1:$1" --concurrency "$2" --requests "$n" --input-len 256 \
         --output-len 128 --no-record --no-progress --json "$OUT/b.json" >/dev/null 2>&1 || true
     python3 -c '
@@ -105,7 +106,8 @@ wait_port() {  # PORT PID
     return 1
 }
 pagoda_serving() {  # STREAMS
-    "$BIN" serve -m "$MODEL" -t "$THREADS" --port 18611 --max-num-seqs 16 --state-dir "$OUT/state" \
+    "$BIN" serve -m "$MODEL" -t "$THREADS" --port 18611 --max-num-seqs $(( $1 > 16 ? $1 : 16 )) \
+        --kv-cache-memory "$KVMEM" --state-dir "$OUT/state" ${PAGODA_FLAGS:-} \
         --no-dynamic-warmup 2>"$OUT/pagoda.log" &
     local pid=$!
     wait_port 18611 "$pid" && until curl -sf http://127.0.0.1:18611/ready >/dev/null; do sleep 0.2; done
@@ -113,7 +115,8 @@ pagoda_serving() {  # STREAMS
     kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 llama_serving() {  # STREAMS
-    "$LLAMA/llama-server" -m "$MODEL" -t "$THREADS" --parallel 16 -c 16384 --port 18612 ${LLAMA_FLAGS:-} \
+    local par=$(( $1 > 16 ? $1 : 16 ))
+    "$LLAMA/llama-server" -m "$MODEL" -t "$THREADS" --parallel "$par" -c $(( par * 1024 )) --port 18612 ${LLAMA_FLAGS:-} \
         >"$OUT/llama.log" 2>&1 &
     local pid=$!
     wait_port 18612 "$pid"
