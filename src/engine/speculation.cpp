@@ -1,3 +1,5 @@
+// n-gram speculation: the config, who may speculate, and prompt lookup (the contract is in
+// engine/speculation.h).
 #include "engine/speculation.h"
 
 #include <algorithm>

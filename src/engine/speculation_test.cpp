@@ -1,3 +1,5 @@
+// Unit tests of engine/speculation.h: prompt lookup, the config parser, who may speculate,
+// the backoff.
 #include "engine/speculation.h"
 
 #include <gtest/gtest.h>
