@@ -7,8 +7,8 @@
 // the decode then computes its last token and the drafts in one forward pass, and keeps
 // the drafts up to the first one the model would not have chosen, plus the model's own
 // next token. Only samples whose choice is a pure function of the logits row speculate
-// (temperature 0, no penalties, no min_tokens, no grammar, n = 1), so the output is the one
-// plain decoding gives.
+// (temperature 0, no penalties, no min_tokens, no grammar, n = 1), on dense models (the
+// engine decides: engine_step.cpp), so the output is the one plain decoding gives.
 //
 // Each sample adapts (DraftBackoff): it proposes at most `limit` drafts, doubled while all
 // are accepted, cut to the accepted + 1 when some are refused; when all are refused the
