@@ -78,10 +78,7 @@ class SpeculationEquality : public ::testing::TestWithParam<SpecCase> {};
 
 TEST_P(SpeculationEquality, GreedyOutputsEqualPlainDecoding) {
     const SpecCase c = GetParam();
-    const std::string name = c.model;
-    model::Model& m = name == "stories260k" ? stories()
-                      : name == "tiny-gqa"  ? tiny_gqa()
-                                            : tiny_hd32();
+    model::Model& m = model_named(c.model);
     const auto reqs = test_requests(m);
     EngineConfig plain_cfg = config(c.block_size, c.budget);
     EngineConfig spec_cfg = spec_config(c.block_size, c.budget, c.k);

@@ -47,11 +47,6 @@ struct InvarianceCase {
     kvcache::KvDtype dtype = kvcache::KvDtype::kF32;
 };
 
-model::Model& model_named(const std::string& name) {
-    if (name == "stories260k") return stories();
-    return name == "tiny-gqa" ? tiny_gqa() : tiny_hd32();
-}
-
 class BatchInvariance : public ::testing::TestWithParam<InvarianceCase> {};
 
 TEST_P(BatchInvariance, GreedyIdsMatchEachRequestAlone) {
