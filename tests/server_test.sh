@@ -174,11 +174,12 @@ expect_eq "exit 0 after POST /admin/drain" "$?" "0"
 
 # 10b. Bounded stress: 256 concurrent streams, no errors, nothing leaked.
 # This server publishes only the native pagoda_* names (--no-enable-vllm-metrics), so
-# the scrape taken under load must pass promtool's parser and linter outright.
-start_server "$TMP/s5.log" --max-num-seqs 64 --no-enable-vllm-metrics || exit 1
+# the scrape taken under load must pass promtool's parser and linter outright. It writes
+# tokens 5 at a time (--stream-interval 5): every stream still gets all 24 of its tokens.
+start_server "$TMP/s5.log" --max-num-seqs 64 --no-enable-vllm-metrics --stream-interval 5 || exit 1
 SP5=()
 for i in $(seq 256); do
-    curl -sN "$(URL /v1/completions)" -d "{\"prompt\": \"Story $i\", \"max_tokens\": 24, \"ignore_eos\": true, \"stream\": true}" >"$TMP/st$i" 2>&1 &
+    curl -sN "$(URL /v1/completions)" -d "{\"prompt\": \"Story $i\", \"max_tokens\": 24, \"ignore_eos\": true, \"stream\": true, \"return_token_ids\": true}" >"$TMP/st$i" 2>&1 &
     SP5+=($!)
 done
 # Scrape until one catches requests running (a loaded CI host may take seconds to start
@@ -199,6 +200,11 @@ wait "${SP5[@]}"
 done_ok=0
 for i in $(seq 256); do grep -q '^data: \[DONE\]' "$TMP/st$i" && ! grep -q '"error"' "$TMP/st$i" && done_ok=$((done_ok + 1)); done
 expect_eq "256 concurrent streams all complete" "$done_ok" "256"
+tokens=$(cat "$TMP"/st* | python3 -c '
+import json, sys
+print(sum(len(c.get("token_ids", [])) for line in sys.stdin if line.startswith("data: {")
+          for c in json.loads(line[6:]).get("choices", [])))')
+expect_eq "--stream-interval 5: 256 x 24 streamed token ids arrived" "$tokens" "6144"
 sleep 0.2
 m=$(curl -s "$(URL /metrics)")
 expect_eq "after stress: no block used, nothing running" "$(echo "$m" | grep '^pagoda_kv_cache_blocks{.*state="used"' | awk '{print $2}') $(echo "$m" | grep '^pagoda_num_requests_running' | awk '{print $2}')" "0 0"

@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "base/thread_name.h"
 #include "kernels/cpu/ops.h"
 #include "scheduler/limits.h"
 
@@ -92,6 +93,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Model& m, const EngineConf
         e->cfg_.sched.enable_chunked_prefill ? "on" : "off");
     e->heartbeat_.store(Clock::now().time_since_epoch().count());
     e->thread_ = std::thread([raw = e.get()] {
+        set_thread_name("pagoda-engine");
         kernels::cpu::adopt_num_threads();  // OpenMP keeps --threads per thread
         raw->loop();
     });

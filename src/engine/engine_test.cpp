@@ -395,5 +395,35 @@ TEST(Engine, KnobsChangeBetweenSteps) {
     EXPECT_GT(snap->peak_step_batched_tokens, 30) << "the token cap binds: prompts are chunked";
 }
 
+// --stream-interval: the consumer is woken once per N events, except that the first event,
+// a sample's finish and the request's last event wake it at once; no event is lost.
+TEST(RequestStream, NotifiesEveryIntervalEventsAndAtTheEnds) {
+    for (int interval : {1, 4}) {
+        RequestStream s(1, nullptr);
+        std::vector<size_t> woken_at;  // events queued when each notify ran
+        size_t pushed = 0;
+        s.set_notify([&] { woken_at.push_back(pushed); }, interval);
+        for (int i = 0; i < 10; ++i) {
+            Event ev;
+            ev.token_ids = {i};
+            if (i == 9) ev.finish = FinishReason::kLength;
+            ++pushed;
+            s.push(std::move(ev));
+        }
+        Event last;
+        last.request_done = true;
+        ++pushed;
+        s.push(std::move(last));
+        const std::vector<size_t> want =
+            interval == 1 ? std::vector<size_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+                          : std::vector<size_t>{1, 5, 9, 10, 11};
+        EXPECT_EQ(woken_at, want) << "interval " << interval;
+        int taken = 0;
+        while (s.try_next()) ++taken;
+        EXPECT_EQ(taken, 11);
+        EXPECT_TRUE(s.done());
+    }
+}
+
 }  // namespace
 }  // namespace pagoda::engine

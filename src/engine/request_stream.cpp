@@ -11,8 +11,14 @@ void RequestStream::push(Event ev) {
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (ev.request_done) finished_ = true;
+        const bool due =
+            interval_ <= 1 || !notified_ || ev.finish || ev.request_done || ++held_ >= interval_;
         events_.push_back(std::move(ev));
-        notify = notify_;
+        if (due) {
+            notify = notify_;
+            held_ = 0;
+            notified_ = true;
+        }
     }
     cv_.notify_all();
     if (notify) notify();
@@ -51,9 +57,10 @@ bool RequestStream::done() const {
     return finished_ && events_.empty();
 }
 
-void RequestStream::set_notify(std::function<void()> fn) {
+void RequestStream::set_notify(std::function<void()> fn, int interval) {
     std::lock_guard<std::mutex> lock(mu_);
     notify_ = std::move(fn);
+    interval_ = interval;
 }
 
 void RequestStream::cancel() {

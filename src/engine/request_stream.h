@@ -67,8 +67,11 @@ class RequestStream {
     void cancel();
     bool done() const;
     uint64_t id() const { return id_; }
-    // Called (from the engine thread) whenever events were pushed; for async consumers.
-    void set_notify(std::function<void()> fn);
+    // Called (from the engine thread) when events were pushed; for async consumers. With
+    // `interval` N > 1 it is called once per N events (vLLM's --stream-interval): the first
+    // event, a finish and the request's last event still call it at once, so the first
+    // token and the end are never held back.
+    void set_notify(std::function<void()> fn, int interval = 1);
 
     // Engine side: creates the stream of request `id`, whose cancel() goes to `intake`.
     RequestStream(uint64_t id, std::shared_ptr<Intake> intake);
@@ -83,6 +86,9 @@ class RequestStream {
     std::deque<Event> events_;
     bool finished_ = false;  // the request_done event was pushed
     std::function<void()> notify_;
+    int interval_ = 1;
+    int held_ = 0;           // events pushed since the last notify
+    bool notified_ = false;  // the first event was notified
 };
 
 }  // namespace pagoda::engine

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/thread_name.h"
 
 namespace pagoda::http {
 
@@ -448,7 +449,10 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& opts, Handler
                           ec.message());
     im.port = im.acceptor.local_endpoint().port();
     asio::co_spawn(im.io, im.accept_loop(), asio::detached);
-    im.thread = std::thread([&im] { im.io.run(); });
+    im.thread = std::thread([&im] {
+        set_thread_name("pagoda-http");
+        im.io.run();
+    });
     return s;
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "base/log.h"
@@ -430,8 +431,12 @@ void Call::send_body() {
 }
 
 // Hands the call to the I/O thread: stream notifiers post pump() there; a disconnect cancels.
-http::Reply run_later(std::shared_ptr<Call> call, std::shared_ptr<PumpQueue> pumps) {
-    return http::Reply::later([call, pumps](std::shared_ptr<http::Responder> resp) {
+// A streaming call's pump runs every `stream_interval` engine events (--stream-interval); a
+// whole-body call's only when a sample finishes (nothing is written before that).
+http::Reply run_later(std::shared_ptr<Call> call, std::shared_ptr<PumpQueue> pumps,
+                      int stream_interval) {
+    const int interval = call->streaming() ? stream_interval : std::numeric_limits<int>::max();
+    return http::Reply::later([call, pumps, interval](std::shared_ptr<http::Responder> resp) {
         call->attach(resp);
         if (call->streaming()) {
             resp->start_stream(200, "text/event-stream", {{"X-Request-Id", call->request_id()}});
@@ -443,9 +448,10 @@ http::Reply run_later(std::shared_ptr<Call> call, std::shared_ptr<PumpQueue> pum
         // The notifiers own the call until it completes (finish() clears them).
         call->for_each_stream([&](engine::RequestStream& s) {
             if (pumps) {
-                s.set_notify([call, resp, pumps] { pumps->add([call] { call->pump(); }, *resp); });
+                s.set_notify([call, resp, pumps] { pumps->add([call] { call->pump(); }, *resp); },
+                             interval);
             } else {
-                s.set_notify([call, resp] { resp->post([call] { call->pump(); }); });
+                s.set_notify([call, resp] { resp->post([call] { call->pump(); }); }, interval);
             }
         });
         resp->post([call] { call->pump(); });  // events pushed before the notifiers were set
@@ -525,7 +531,7 @@ http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin
         call->add_prompt(*s);
     }
     ++ctx.in_flight;
-    return run_later(std::move(call), ctx.pumps);
+    return run_later(std::move(call), ctx.pumps, ctx.stream_interval);
 }
 
 }  // namespace pagoda::server

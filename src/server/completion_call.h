@@ -49,6 +49,7 @@ struct CallContext {
     std::string request_id;            // X-Request-Id: the client's or the router's, else generated
     std::string route;                 // the request's path, for the access log
     std::shared_ptr<PumpQueue> pumps;  // null: a post per notification
+    int stream_interval = 1;           // a stream's tokens per write (--stream-interval)
 };
 
 // PREFIX followed by 24 random hex digits ("cmpl-...", "req-...").

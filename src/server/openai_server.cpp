@@ -138,9 +138,10 @@ http::Reply OpenAiServer::generate(const http::Request& req, Endpoint endpoint, 
         return reply(
             api_error(500, "injected fault (POST /admin/faults error_rate)", "server_error"));
     }
-    return start_completion(req, endpoint, origin,
-                            {engine_, metrics_, in_flight_, cfg_.served_model_name, cfg_.chat.get(),
-                             &constraints_, tool_parser_, request_id, req.path, pumps_});
+    return start_completion(
+        req, endpoint, origin,
+        {engine_, metrics_, in_flight_, cfg_.served_model_name, cfg_.chat.get(), &constraints_,
+         tool_parser_, request_id, req.path, pumps_, cfg_.stream_interval});
 }
 
 bool OpenAiServer::fault_draw(double rate) {

@@ -44,6 +44,10 @@ struct ServerConfig {
     std::shared_ptr<const ChatTemplate> chat;
     // How tool calls are read from outputs (--tool-call-parser); unset: from the template.
     std::optional<ToolParser> tool_parser;
+    // Tokens a stream gathers before its next write (vLLM's --stream-interval): 1 writes each
+    // token as it comes; N cuts the front end's writes and wake-ups per token N-fold (the
+    // first token and the last are never held).
+    int stream_interval = 1;
 };
 
 class OpenAiServer {
