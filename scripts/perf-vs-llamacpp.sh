@@ -15,7 +15,9 @@
 # tokens after that many tokens of context). --serving adds s1, s4, s16, s32, s64: `pagoda bench`
 # with that many concurrent streams (256 tokens in, 128 out) against `pagoda serve` and
 # against `llama-server --parallel max(16, N)`, output tokens/s (the p99 TTFT is printed
-# beside); REQS_PER_STREAM requests per stream (default 4), closed loop.
+# beside); REQS_PER_STREAM requests per stream (default 4), closed loop. oN@R (not in the
+# defaults): open loop, Poisson arrivals at R requests/s, N x REQS_PER_STREAM requests, against
+# the same servers sized for N streams (e.g. o16@0.6).
 # llama.cpp: the binaries of ../shared/anchors/llama.cpp/bin (LLAMACPP_BIN overrides).
 # PAGODA_FLAGS: extra flags for `pagoda generate` (e.g. "--kv-cache-dtype f16"); LLAMA_FLAGS:
 # extra flags for llama-bench and llama-server (e.g. "-ctk q8_0 -ctv q8_0 -fa 1").
@@ -54,7 +56,7 @@ shape() {
         tg*@*) local n=${1%@*}; echo "0 ${n#tg} ${1#*@}" ;;
         tg*) echo "0 ${1#tg} 0" ;;
         pp*) echo "${1#pp} 0 0" ;;
-        *) echo "unknown measure '$1' (tgN, ppN, tgN@DEPTH, s1, s4, s16, s32, s64)" >&2; exit 2 ;;
+        *) echo "unknown measure '$1' (tgN, ppN, tgN@DEPTH, s1, s4, s16, s32, s64, oN@RATE)" >&2; exit 2 ;;
     esac
 }
 
@@ -88,9 +90,10 @@ llama_run() {  # PROMPT GEN DEPTH
 }
 
 # Serving: `pagoda bench` against a server at PORT; prints "output_tok/s p99_ttft_ms".
-serve_bench() {  # PORT STREAMS
-    local n=$(( $2 * ${REQS_PER_STREAM:-4} ))
-    "$BIN" bench --url "http://127.0.0.1:$1" --concurrency "$2" --requests "$n" --input-len 256 \
+serve_bench() {  # PORT STREAMS [RATE]
+    local n=$(( $2 * ${REQS_PER_STREAM:-4} )) load=(--concurrency "$2")
+    [ -n "${3:-}" ] && load=(--rate "$3")
+    "$BIN" bench --url "http://127.0.0.1:$1" "${load[@]}" --requests "$n" --input-len 256 \
         --output-len 128 --no-record --no-progress --json "$OUT/b.json" >/dev/null 2>&1 || true
     python3 -c '
 import json, sys
@@ -105,28 +108,29 @@ wait_port() {  # PORT PID
     done
     return 1
 }
-pagoda_serving() {  # STREAMS
+pagoda_serving() {  # STREAMS [RATE]
     "$BIN" serve -m "$MODEL" -t "$THREADS" --port 18611 --max-num-seqs $(( $1 > 16 ? $1 : 16 )) \
         --kv-cache-memory "$KVMEM" --state-dir "$OUT/state" ${PAGODA_FLAGS:-} \
         --no-dynamic-warmup 2>"$OUT/pagoda.log" &
     local pid=$!
     wait_port 18611 "$pid" && until curl -sf http://127.0.0.1:18611/ready >/dev/null; do sleep 0.2; done
-    serve_bench 18611 "$1"
+    serve_bench 18611 "$1" "${2:-}"
     kill "$pid"; wait "$pid" 2>/dev/null || true
 }
-llama_serving() {  # STREAMS
+llama_serving() {  # STREAMS [RATE]
     local par=$(( $1 > 16 ? $1 : 16 ))
     "$LLAMA/llama-server" -m "$MODEL" -t "$THREADS" --parallel "$par" -c $(( par * 1024 )) --port 18612 ${LLAMA_FLAGS:-} \
         >"$OUT/llama.log" 2>&1 &
     local pid=$!
     wait_port 18612 "$pid"
-    serve_bench 18612 "$1"
+    serve_bench 18612 "$1" "${2:-}"
     kill "$pid"; wait "$pid" 2>/dev/null || true
 }
 
 one() {  # WHO MEASURE -> "tok/s [p99]"
     case "$2" in
         s*) "${1}_serving" "${2#s}" ;;
+        o*@*) local o=${2#o}; "${1}_serving" "${o%@*}" "${o#*@}" ;;
         *) read -r p g d < <(shape "$2"); "${1}_run" "$p" "$g" "$d" ;;
     esac
 }
@@ -134,7 +138,7 @@ one() {  # WHO MEASURE -> "tok/s [p99]"
 printf '%-10s %4s %14s %14s %8s\n' measure pair pagoda llama.cpp ratio
 IFS=, read -r -a LIST <<<"$MEASURES"
 for m in "${LIST[@]}"; do
-    [ "${m:0:1}" = s ] || shape "$m" >/dev/null
+    case "${m:0:1}" in s|o) ;; *) shape "$m" >/dev/null ;; esac
     : >"$OUT/ratios"
     for i in $(seq "$PAIRS"); do
         if [ $((i % 2)) = 1 ]; then a=$(one pagoda "$m"); b=$(one llama "$m")
@@ -143,7 +147,7 @@ for m in "${LIST[@]}"; do
         echo "$r" >>"$OUT/ratios"
         printf '%-10s %4s %14s %14s %8.2f\n' "$m" "$i" "$(echo "$a" | awk '{printf "%.1f", $1}')" \
             "$(echo "$b" | awk '{printf "%.1f", $1}')" "$r"
-        [ "${m:0:1}" = s ] && echo "           p99 TTFT ms: pagoda $(echo "$a" | awk '{printf "%.0f", $2}'), llama.cpp $(echo "$b" | awk '{printf "%.0f", $2}')"
+        case "${m:0:1}" in s|o) echo "           p99 TTFT ms: pagoda $(echo "$a" | awk '{printf "%.0f", $2}'), llama.cpp $(echo "$b" | awk '{printf "%.0f", $2}')" ;; esac
     done
     python3 -c '
 import statistics, sys

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <map>
 #include <random>
 #include <string>
@@ -46,6 +47,7 @@ inline model::Model& shape_model(const std::string& shape, uint64_t seed) {
     PAGODA_CHECK(st.ok()) << st.error().message;
     auto r = model::Model::load(path);
     PAGODA_CHECK(r.ok()) << r.error().message;
+    std::remove(path.c_str());  // the mapping keeps the data; no file left behind per run
     m = std::move(r).value();
     return *m;
 }
