@@ -55,7 +55,12 @@ Sampler::Sampler(const SamplingParams& p, int index)
     : p_(p), rng_(p.seed ? *p.seed + uint64_t(index) : std::random_device{}()) {}
 
 void Sampler::accept(int32_t token) {
-    ++counts_[token];
+    // The history only feeds the penalties, fixed for the sampler's life: a hash insert per
+    // token saved when none is set.
+    if (p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
+        p_.frequency_penalty != 0.0f) {
+        ++counts_[token];
+    }
     ++generated_;
 }
 
