@@ -20,6 +20,7 @@
 #include "apps/engine_flags.h"
 #include "apps/hf_flags.h"
 #include "apps/serve_alerting.h"
+#include "apps/serve_flags.h"
 #include "apps/serve_startup.h"
 #include "apps/serve_warm.h"
 #include "base/log.h"
@@ -41,50 +42,6 @@ std::string replica_name(int port) {
 }
 
 using Clock = std::chrono::steady_clock;
-
-struct ServeFlags {
-    std::string model = default_model_path();
-    std::string host = "127.0.0.1";
-    int port = 8000;
-    std::vector<std::string> api_keys;
-    std::vector<std::string> admin_api_keys;
-    bool admin_read_open = false;
-    bool disable_access_log = false;
-    std::string state_dir;         // empty: control::default_state_dir()
-    std::string weight_cache_dir;  // empty: <state dir>/weight-cache
-    hf::ConvertOptions hf;         // a Hugging Face directory, converted to <state dir>/hf
-    bool no_weight_cache = false;
-    std::string stable_window = "10m";
-    // The control plane (durations as parse_duration_ms takes them).
-    std::string block_size_policy = "measured";
-    std::string block_size_interval = "5m", block_size_cooldown = "15m";
-    double block_size_min_gain = 0.05;
-    int64_t block_size_min_samples = 100;
-    std::string recalibrate_every = "24h";
-    std::string automation = "on";
-    std::string oom_guard_window = "5m";
-    double oom_guard_free_blocks = 0.02, oom_guard_preemptions = 60, oom_guard_rss_fraction = 0.9;
-    std::string memory_limit;  // empty: cgroup memory.max
-    std::string config_file;   // --config
-    // The simulated GPU backend.
-    std::string backend = "cpu";
-    std::string sim_gpu = "a100-80g", sim_model = "llama-3-8b", sim_weight_dtype = "bf16";
-    std::string sim_gpu_table;  // extra cards, e.g. from `pagoda sim calibrate`
-    std::string step_trace;     // --step-trace FILE
-    int tensor_parallel_size = int(settings::default_int("tensor_parallel_size"));
-    double gpu_memory_utilization = 0.9, sim_speed = 1.0, sim_eos_probability = 0.005;
-    uint64_t sim_seed = 0;
-    std::string served_model_name;
-    int stream_interval = 1;
-    int shutdown_timeout = 30;
-    bool vllm_metrics = true;
-    size_t max_body = 8u << 20;
-    bool dry_run = false;
-    EngineFlags engine;
-    ChatFlags chat;
-    AlertFlags alerts;
-    WarmFlags warm;
-};
 
 // --backend sim: the model from the performance model of --sim-gpu, and the engine's KV
 // pool sized as vLLM sizes it on that card (virtual: nothing is stored).
@@ -411,109 +368,6 @@ int run_serve(const ServeFlags& f) {
 }
 
 }  // namespace
-
-void add_sim_flags(CLI::App* c, ServeFlags& f) {
-    const char* g = "Simulated GPU (--backend sim)";
-    c->add_option("--backend", f.backend,
-                  "cpu: run the model on this machine; sim: the same server, scheduler and "
-                  "control plane with step times and memory from a performance model of "
-                  "--sim-gpu (no weights are loaded)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"cpu", "sim"}))
-        ->group(g);
-    std::string gpus;
-    for (const auto& s : model::sim::builtin_gpus()) gpus += (gpus.empty() ? "" : ", ") + s.name;
-    c->add_option("--sim-gpu", f.sim_gpu, "The card to model: " + gpus)
-        ->capture_default_str()
-        ->group(g);
-    c->add_option("--sim-gpu-table", f.sim_gpu_table,
-                  "A GPU table file (like src/model/sim/gpus.toml) with more cards, e.g. the "
-                  "one `pagoda sim calibrate -o FILE` writes for this machine's CPU")
-        ->check(CLI::ExistingFile)
-        ->group(g);
-    std::string shapes;
-    for (const auto& s : model::known_shapes()) shapes += (shapes.empty() ? "" : ", ") + s.name;
-    c->add_option("--sim-model", f.sim_model,
-                  "The model to simulate: a shape (" + shapes +
-                      ") or a GGUF file (its shape and tokenizer; weights are not read)")
-        ->capture_default_str()
-        ->group(g);
-    add_setting_flag(c, "tensor_parallel_size", f.tensor_parallel_size)->group(g);
-    c->add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
-                  "Share of each GPU's memory for weights, activations and KV cache (vLLM's)")
-        ->capture_default_str()
-        ->check(CLI::Range(0.01, 1.0))
-        ->group(g);
-    c->add_option("--sim-weight-dtype", f.sim_weight_dtype,
-                  "Weights on the GPU: bf16, fp8, q8_0, q4_0")
-        ->capture_default_str()
-        ->group(g);
-    c->add_option("--sim-speed", f.sim_speed,
-                  "Divide every modelled duration by this (10: ten modelled seconds a second)")
-        ->capture_default_str()
-        ->check(CLI::Range(1e-3, 1e6))
-        ->group(g);
-    c->add_option("--sim-eos-probability", f.sim_eos_probability,
-                  "Chance that a generated token is EOS (the output-length model when "
-                  "max_tokens and ignore_eos do not decide)")
-        ->capture_default_str()
-        ->check(CLI::Range(0.0, 1.0))
-        ->group(g);
-    c->add_option("--sim-seed", f.sim_seed, "Seed of the generated tokens")
-        ->capture_default_str()
-        ->group(g);
-}
-
-void add_control_flags(CLI::App* c, ServeFlags& f) {
-    c->add_option("--block-size-policy", f.block_size_policy,
-                  "How the KV block size follows the traffic: static (as --block-size), seed "
-                  "(the published heuristic), measured (lowest cost on this machine's kernels "
-                  "for the observed context lengths)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"static", "seed", "measured"}));
-    c->add_option("--block-size-interval", f.block_size_interval,
-                  "How often the block-size policy decides (5m, 1h, seconds)")
-        ->capture_default_str();
-    c->add_option("--block-size-min-gain", f.block_size_min_gain,
-                  "Predicted gain below which `measured` keeps the current block size")
-        ->capture_default_str()
-        ->check(CLI::Range(0.0, 1.0));
-    c->add_option("--block-size-min-samples", f.block_size_min_samples,
-                  "Finished requests a block-size decision needs in its window")
-        ->capture_default_str()
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
-    c->add_option("--block-size-cooldown", f.block_size_cooldown,
-                  "Least time between two policy changes of the block size")
-        ->capture_default_str();
-    c->add_option("--recalibrate-every", f.recalibrate_every,
-                  "How often `seed` refits its scaling factor from the measured kernel cost")
-        ->capture_default_str();
-    c->add_option("--automation,--control", f.automation,
-                  "Automatic actions (block-size policy, OOM guard rollbacks): on, dry-run "
-                  "(recorded in the audit log, not applied), paused; PUT /admin/automation "
-                  "changes it at run time")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"on", "dry-run", "paused"}));
-    c->add_option("--oom-guard-window", f.oom_guard_window,
-                  "After a config change, how long an OOM-risk signal rolls it back (to the last "
-                  "stable version); later signals are reported only")
-        ->capture_default_str();
-    c->add_option("--oom-guard-free-blocks", f.oom_guard_free_blocks,
-                  "OOM risk: free KV blocks under this fraction of the pool while requests wait")
-        ->capture_default_str()
-        ->check(CLI::Range(0.0, 1.0));
-    c->add_option("--oom-guard-preemptions", f.oom_guard_preemptions,
-                  "OOM risk: recompute preemptions per minute above this")
-        ->capture_default_str()
-        ->check(CLI::Range(0.0, 1e9));
-    c->add_option("--oom-guard-rss-fraction", f.oom_guard_rss_fraction,
-                  "OOM risk: resident memory above this fraction of the memory limit")
-        ->capture_default_str()
-        ->check(CLI::Range(0.0, 1.0));
-    c->add_option("--memory-limit", f.memory_limit,
-                  "The memory limit the OOM guard measures against (512MiB, 8GiB; default the "
-                  "cgroup's memory.max, none when unlimited)");
-}
 
 void add_serve(CLI::App& app, std::function<int()>& action) {
     auto f = std::make_shared<ServeFlags>();
