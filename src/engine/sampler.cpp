@@ -52,24 +52,20 @@ Status SamplingParams::validate(int vocab_size) const {
 #undef bad
 
 Sampler::Sampler(const SamplingParams& p, int index)
-    : p_(p), rng_(p.seed ? *p.seed + uint64_t(index) : std::random_device{}()) {}
+    : p_(p),
+      rng_(p.seed ? *p.seed + uint64_t(index) : std::random_device{}()),
+      penalties_(p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+                 p.frequency_penalty != 0.0f) {}
 
 void Sampler::accept(int32_t token) {
-    // The history only feeds the penalties, fixed for the sampler's life: a hash insert per
-    // token saved when none is set.
-    if (p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
-        p_.frequency_penalty != 0.0f) {
-        ++counts_[token];
-    }
+    if (penalties_) ++counts_[token];  // the history only feeds the penalties
     ++generated_;
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> prompt,
                         std::span<const int32_t> end_tokens, std::span<const uint8_t> allowed) {
-    const bool penalties = p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
-                           p_.frequency_penalty != 0.0f;
     const bool mask_end = generated_ < p_.min_tokens && !end_tokens.empty();
-    if (!penalties && !mask_end && p_.logit_bias.empty() && allowed.empty()) return draw(logits);
+    if (!penalties_ && !mask_end && p_.logit_bias.empty() && allowed.empty()) return draw(logits);
     row_.assign(logits.begin(), logits.end());
     const int32_t vocab = int32_t(row_.size());
     constexpr float kNever = -std::numeric_limits<float>::infinity();

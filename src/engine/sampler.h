@@ -84,6 +84,7 @@ class Sampler {
     int32_t draw(std::span<const float> logits);
     SamplingParams p_;
     std::mt19937_64 rng_;
+    bool penalties_;  // repetition, presence or frequency: the history is kept
     std::unordered_map<int32_t, int> counts_;  // generated token -> occurrences
     int generated_ = 0;
     std::vector<float> row_;                       // scratch: processed logits
