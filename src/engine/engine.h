@@ -198,6 +198,7 @@ class Engine {
     void note_admissions(const scheduler::BatchPlan& plan);
     void build_batch(const scheduler::BatchPlan& plan, Clock::time_point now);
     void sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledToken>& out);
+    bool greedy_on_device(const LiveRequest& r, int sample) const;
     // Speculative decoding (engine_speculate.cpp): drafts for the running greedy decodes
     // before the plan; after the forward, the drafts checked against the model's own choices
     // (kept up to the first miss, tokens in verified_), before the scheduler counts them.
@@ -249,6 +250,7 @@ class Engine {
     uint64_t step_no_ = 0;
     model::ForwardBatch batch_;
     std::vector<float> logits_;
+    std::vector<int32_t> device_tokens_;  // per logits row, when the backend samples on device
     std::vector<int32_t> end_tokens_;
     EngineStats totals_;
     std::unique_ptr<grammar::TokenTrie> trie_;  // built at the first constrained request

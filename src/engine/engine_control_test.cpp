@@ -196,6 +196,39 @@ TEST(EngineSim, BatchInvariantDeterministicAndSizedAsTheCard) {
     set_log_level(LogLevel::kInfo);
 }
 
+// The simulated GPU samples greedy rows itself (as a GPU server does; no logits reach the
+// host): the same tokens as the host's sampler on the logits, which a request asking for
+// logprobs still gets. EOS is masked on the host until min_tokens, so those rows are not
+// the device's: with EOS likely at every step, output still runs to min_tokens.
+TEST(EngineSim, DeviceGreedyTokensAreTheHostSamplersTokens) {
+    set_log_level(LogLevel::kWarn);
+    for (double eos : {0.0, 0.3, 1.0}) {
+        auto m = sim_model(9, eos);
+        auto e = Engine::create(*m, sim_config(*m));
+        ASSERT_TRUE(e.ok()) << e.error().message;
+        const auto prompts = random_prompts(*m, 6, 5, 40, 11);
+        std::vector<std::shared_ptr<RequestStream>> device, host;
+        for (const auto& p : prompts) {
+            Request r = greedy(p, 40);
+            r.sampling.ignore_eos = false;
+            r.sampling.min_tokens = 5;
+            device.push_back(*(*e)->submit(r));
+            r.sampling.logprobs = 0;  // the host samples: the row's logits are written
+            host.push_back(*(*e)->submit(r));
+        }
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            const Output d = collect(*device[i])[0], h = collect(*host[i])[0];
+            EXPECT_EQ(d.ids, h.ids) << "eos " << eos << ", request " << i;
+            EXPECT_EQ(d.finish, h.finish);
+            EXPECT_GE(d.usage.completion_tokens, 5) << "min_tokens held EOS back";
+            if (eos == 1.0) {
+                EXPECT_EQ(d.usage.completion_tokens, 6) << "EOS right after";
+            }
+        }
+    }
+    set_log_level(LogLevel::kInfo);
+}
+
 // The engine's invariants on the simulated backend, under random workloads with a small KV
 // pool (preemptions) and random budgets: every accepted request ends exactly once, with
 // max_tokens tokens unless EOS came first; no step exceeds the token budget; every block

@@ -54,7 +54,7 @@ void Engine::step() {
     for (const auto& c : plan.copies) pool_->copy_block(c.src, c.dst);
     build_batch(plan, t0);
     const auto t1 = Clock::now();
-    const Status fst = model_->forward(batch_, kvcache::KvView(*pool_), logits_);
+    const Status fst = model_->forward(batch_, kvcache::KvView(*pool_), logits_, &device_tokens_);
     const auto t2 = Clock::now();
     if (!fst.ok()) return fail_step(plan, {seconds(t0, t1), seconds(t1, t2), 0, 0}, fst.error());
     if (cfg_.on_forward) cfg_.on_forward(batch_, seconds(t1, t2));
@@ -228,6 +228,7 @@ void Engine::build_batch(const scheduler::BatchPlan& plan, Clock::time_point now
     batch_.token_ids.clear();
     batch_.seqs.clear();
     batch_.logits_rows.clear();
+    batch_.greedy_rows.clear();
     for (const auto& x : plan.seqs) {
         const scheduler::Sequence* s = sched_->get(x.id);
         PAGODA_CHECK(s != nullptr) << "scheduled sequence " << x.id << " is unknown";
@@ -239,11 +240,14 @@ void Engine::build_batch(const scheduler::BatchPlan& plan, Clock::time_point now
         batch_.token_ids.insert(batch_.token_ids.end(), s->tokens.begin() + x.pos_start,
                                 s->tokens.begin() + x.pos_start + x.num_tokens);
         batch_.seqs.push_back(span);
+        auto it = by_seq_.find(x.id);
         if (x.sample) {  // a decode's drafts: every row (the last token's, then each draft's)
             for (int i = x.num_draft; i >= 0; --i)
                 batch_.logits_rows.push_back(span.token_start + x.num_tokens - 1 - i);
+            const bool greedy = x.num_draft == 0 && it != by_seq_.end() &&
+                                greedy_on_device(*it->second.req, it->second.sample);
+            batch_.greedy_rows.resize(batch_.logits_rows.size(), greedy ? 1 : 0);
         }
-        auto it = by_seq_.find(x.id);
         if (it != by_seq_.end() && !it->second.req->t.scheduled) {
             it->second.req->t.scheduled = true;
             it->second.req->t.first_scheduled = now;
@@ -268,6 +272,8 @@ void Engine::sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledTo
             push_verified(x, r, it->second.sample, logits, out);
             continue;
         }
+        // The backend sampled this row itself (a greedy row's logits are not written).
+        const bool device = batch_.greedy_rows[row - 1] != 0 && device_tokens_.size() >= row;
         const scheduler::Sequence* s = sched_->get(x.id);
         std::span<const int32_t> prompt(s->tokens.data(), size_t(s->num_prompt_tokens));
         // The first sample's prompt is computed: the others fork from it and sample too.
@@ -281,10 +287,20 @@ void Engine::sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledTo
                 continue;
             }
             const int32_t tok =
-                r.samples[i].sampler->sample({logits, vocab}, prompt, r.ends, allowed);
+                device ? device_tokens_[row - 1]
+                       : r.samples[i].sampler->sample({logits, vocab}, prompt, r.ends, allowed);
             out.push_back({&r, int(i), tok, logits});
         }
     }
+}
+
+// Whether the sample's next token is the raw row's argmax, so the device may pick it: one
+// sample (n > 1 forks several from one row), no logprobs (they read the row), no grammar
+// mask, and a sampler that would not reshape the row.
+bool Engine::greedy_on_device(const LiveRequest& r, int sample) const {
+    const Sample& c = r.samples[size_t(sample)];
+    return r.samples.size() == 1 && r.req.sampling.logprobs < 0 && !c.matcher &&
+           c.sampler->greedy(r.ends);
 }
 
 void Engine::fork_samples(LiveRequest& r, kvcache::SeqId parent) {

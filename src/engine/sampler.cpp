@@ -53,9 +53,14 @@ Status SamplingParams::validate(int vocab_size) const {
 
 Sampler::Sampler(const SamplingParams& p, int index)
     : p_(p),
-      rng_(p.seed ? *p.seed + uint64_t(index) : std::random_device{}()),
+      index_(index),
       penalties_(p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
                  p.frequency_penalty != 0.0f) {}
+
+bool Sampler::greedy(std::span<const int32_t> end_tokens) const {
+    const bool mask_end = generated_ < p_.min_tokens && !end_tokens.empty();
+    return p_.temperature == 0.0f && !penalties_ && !mask_end && p_.logit_bias.empty();
+}
 
 void Sampler::accept(int32_t token) {
     if (penalties_) ++counts_[token];  // the history only feeds the penalties
@@ -181,7 +186,8 @@ int32_t Sampler::draw(std::span<const float> logits) {
     }
     double total = 0.0;
     for (size_t i = 0; i < n; ++i) total += cand_[i].first;
-    const double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
+    if (!rng_) rng_.emplace(p_.seed ? *p_.seed + uint64_t(index_) : std::random_device{}());
+    const double r = std::uniform_real_distribution<double>(0.0, total)(*rng_);
     double acc = 0.0;
     for (size_t i = 0; i < n; ++i) {
         acc += cand_[i].first;

@@ -76,6 +76,10 @@ class Sampler {
     // grammar's mask); at least one must be allowed.
     int32_t sample(std::span<const float> logits, std::span<const int32_t> prompt,
                    std::span<const int32_t> end_tokens, std::span<const uint8_t> allowed = {});
+    // Whether sample(logits, prompt, end_tokens) would be the raw row's argmax (temperature
+    // 0 and nothing reshaping the row: no penalty, bias or end-token mask), so a token
+    // sampled on the device can stand for it. A grammar's mask is the caller's to check.
+    bool greedy(std::span<const int32_t> end_tokens) const;
     // Records a generated token (penalty history).
     void accept(int32_t token);
     int num_generated() const { return generated_; }
@@ -83,8 +87,9 @@ class Sampler {
   private:
     int32_t draw(std::span<const float> logits);
     SamplingParams p_;
-    std::mt19937_64 rng_;
-    bool penalties_;  // repetition, presence or frequency: the history is kept
+    int index_ = 0;
+    std::optional<std::mt19937_64> rng_;  // seeded at the first random draw (greedy never draws)
+    bool penalties_;                      // repetition, presence or frequency: the history is kept
     std::unordered_map<int32_t, int> counts_;  // generated token -> occurrences
     int generated_ = 0;
     std::vector<float> row_;                       // scratch: processed logits

@@ -21,6 +21,10 @@ struct ForwardBatch {
     std::vector<int32_t> token_ids;  // [num_tokens]
     std::vector<SeqSpan> seqs;
     std::vector<int32_t> logits_rows;  // rows of token_ids whose logits are returned, in order
+    // Parallel to logits_rows when not empty: 1 where the engine only needs the row's top
+    // token (greedy, nothing reshapes the logits). A backend that samples on its device (the
+    // simulated GPU, as a GPU server does) returns those tokens instead of their logits.
+    std::vector<uint8_t> greedy_rows;
     // Asked before each layer when set: true abandons the pass (forward() then returns
     // kConflict, the K/V it wrote are partial). For passes nobody waits for (warm passes).
     std::function<bool()> interrupt;

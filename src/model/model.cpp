@@ -231,6 +231,11 @@ Status Model::check_batch(const ForwardBatch& b, int block_size) const {
                               r);
         }
     }
+    if (!b.greedy_rows.empty() && b.greedy_rows.size() != b.logits_rows.size()) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "forward: {} greedy_rows flags for {} logits rows (one per row, or none)",
+                          b.greedy_rows.size(), b.logits_rows.size());
+    }
     return ok_status();
 }
 
@@ -300,10 +305,11 @@ void Model::grow_scratch(int T) {
     grow(s_.up, size_t(T) * F);
 }
 
-Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv,
-                      std::vector<float>& logits) {
+Status Model::forward(const ForwardBatch& b, const kvcache::KvView& kv, std::vector<float>& logits,
+                      std::vector<int32_t>* device_tokens) {
     PAGODA_TRY(check_batch(b, kv.block_size()));
-    if (sim_) return sim_forward(b, logits);
+    if (sim_) return sim_forward(b, logits, device_tokens);
+    if (device_tokens) device_tokens->clear();
     const int T = b.num_tokens();
     const int D = cfg_.dim;
     grow_scratch(T);

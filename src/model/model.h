@@ -107,9 +107,12 @@ class Model {
     SimFaults sim_faults() const;
 
     // Runs the batch: writes K/V for every row through `kv`, returns logits for
-    // batch.logits_rows into `logits` ([rows][vocab_size], resized here).
-    Status forward(const ForwardBatch& batch, const kvcache::KvView& kv,
-                   std::vector<float>& logits);
+    // batch.logits_rows into `logits` ([rows][vocab_size], resized here). With
+    // `device_tokens`, a backend that samples on its device (the simulated GPU) writes one
+    // token per logits row there, the row's argmax, and leaves the logits of rows marked in
+    // batch.greedy_rows unwritten; the CPU backend leaves it empty (the host samples).
+    Status forward(const ForwardBatch& batch, const kvcache::KvView& kv, std::vector<float>& logits,
+                   std::vector<int32_t>* device_tokens = nullptr);
 
     // Warmup: creates the matmul primitives for every batch bucket up to max_tokens rows
     // (logits rows up to max_logits_rows), so no request pays for their creation.
@@ -145,7 +148,8 @@ class Model {
                          const Rows& rows);
     void ffn_block(const LayerWeights& L, int T);
     void moe_block(const LayerWeights& L, int T);
-    Status sim_forward(const ForwardBatch& b, std::vector<float>& logits);
+    Status sim_forward(const ForwardBatch& b, std::vector<float>& logits,
+                       std::vector<int32_t>* device_tokens);
     Status check_batch(const ForwardBatch& b, int block_size) const;
     // Opens the cache for `opts` (if any) and loads the weights through it; starts the
     // writer of a new cache file when anything was packed.

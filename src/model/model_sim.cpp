@@ -130,14 +130,21 @@ SimFaults Model::sim_faults() const {
     return sim_->faults;
 }
 
-Status Model::sim_forward(const ForwardBatch& b, std::vector<float>& logits) {
+// The simulated GPU's output: for each logits row, one token made from the seed, the row's
+// token and position (EOS with probability eos_probability). Its logits are 10 at that
+// token (20 at EOS) and 0 elsewhere, so their argmax is the token; rows the engine samples
+// greedily get only the token, as a GPU server's host would (no vocabulary-wide rows).
+Status Model::sim_forward(const ForwardBatch& b, std::vector<float>& logits,
+                          std::vector<int32_t>* device_tokens) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<sim::SeqWork> work;
     work.reserve(b.seqs.size());
     size_t next_row = 0;
     const int V = cfg_.vocab_size;
-    logits.assign(b.logits_rows.size() * size_t(V), 0.0f);
+    logits.resize(b.logits_rows.size() * size_t(V));
+    if (device_tokens) device_tokens->assign(b.logits_rows.size(), 0);
     const tokenizer::Vocab& voc = tokenizer_->vocab();
+    const bool has_eos = voc.eos >= 0 && voc.eos < V;
     for (const SeqSpan& s : b.seqs) {
         sim::SeqWork w{s.num_tokens, s.pos_start, false};
         while (next_row < b.logits_rows.size() &&
@@ -146,10 +153,17 @@ Status Model::sim_forward(const ForwardBatch& b, std::vector<float>& logits) {
             const uint64_t pos = uint64_t(s.pos_start + (row - s.token_start));
             const uint64_t h =
                 mix(sim_->opts.seed ^ mix(uint64_t(b.token_ids[size_t(row)]) ^ mix(pos)));
-            float* out = logits.data() + next_row * size_t(V);
-            out[sim_->plain_tokens[h % sim_->plain_tokens.size()]] = 10.0f;
+            const int32_t plain = sim_->plain_tokens[h % sim_->plain_tokens.size()];
             const double u = double(mix(h) >> 11) * 0x1.0p-53;
-            if (u < sim_->opts.eos_probability && voc.eos >= 0 && voc.eos < V) out[voc.eos] = 20.0f;
+            const bool eos = u < sim_->opts.eos_probability && has_eos;
+            if (device_tokens) (*device_tokens)[next_row] = eos ? voc.eos : plain;
+            const bool greedy = device_tokens && !b.greedy_rows.empty() && b.greedy_rows[next_row];
+            if (!greedy) {
+                float* out = logits.data() + next_row * size_t(V);
+                std::fill(out, out + V, 0.0f);
+                out[plain] = 10.0f;
+                if (eos) out[voc.eos] = 20.0f;
+            }
             w.logits = true;
             ++next_row;
         }

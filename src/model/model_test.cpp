@@ -147,7 +147,7 @@ TEST(Model, QuantizedModelsStayCloseToReference) {
         ASSERT_TRUE(pool.ok());
         const std::vector<int32_t> ids = {1, 5, 9, 200, 300, 17, 44, 81};
         kvcache::BlockTable table = {3, 5};
-        ForwardBatch b{ids, {{0, 8, 0, table}}, {7}, {}};
+        ForwardBatch b{ids, {{0, 8, 0, table}}, {7}, {}, {}};
         std::vector<float> logits;
         ASSERT_TRUE((*m)->forward(b, kvcache::KvView(*pool), logits).ok());
         const auto want = reference_forward(**m, ids);
@@ -168,7 +168,7 @@ TEST(Model, InterruptStopsThePassBetweenLayers) {
     ASSERT_TRUE(pool.ok());
     const std::vector<int32_t> ids = {1, 5, 9, 200};
     kvcache::BlockTable table = {2};
-    ForwardBatch b{ids, {{0, 4, 0, table}}, {3}, {}};
+    ForwardBatch b{ids, {{0, 4, 0, table}}, {3}, {}, {}};
     std::vector<float> want, got;
     ASSERT_TRUE((*m)->forward(b, kvcache::KvView(*pool), want).ok());
     int asked = 0;

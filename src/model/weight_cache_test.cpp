@@ -49,7 +49,7 @@ std::vector<float> logits_of(Model& m) {
     EXPECT_TRUE(pool.ok());
     const std::vector<int32_t> ids = {1, 5, 9, 200, 300, 17, 44, 81};
     const kvcache::BlockTable table = {0};
-    ForwardBatch b{ids, {{0, 8, 0, table}}, {7}, {}};
+    ForwardBatch b{ids, {{0, 8, 0, table}}, {7}, {}, {}};
     std::vector<float> logits;
     const Status st = m.forward(b, kvcache::KvView(*pool), logits);
     EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
