@@ -7,7 +7,7 @@
 # Usage: scripts/perf-frontend.sh [PRESET (50rps)] [INTERVALS ("1 4 8 16")] [ROUNDS (1)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-P=build/apps/pagoda
+P=${PAGODA:-build/apps/pagoda}  # PAGODA=path: another build (A/B runs)
 PRESET=${1:-50rps}
 INTERVALS=${2:-1 4 8 16}
 ROUNDS=${3:-1}

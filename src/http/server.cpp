@@ -134,7 +134,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             std::deque<Item> batch;
             {
                 std::lock_guard<std::mutex> lock(mu_);
-                if (items_.empty() && !disconnected_) {
+                if (!writable() && !disconnected_) {
                     waiting_ = true;
                 } else {
                     batch.swap(items_);
@@ -210,13 +210,21 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 it.full.status, reason(it.full.status), it.full.content_type);
             for (const auto& [k, v] : it.full.headers) head += k + ": " + v + "\r\n";
             head += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-            std::tie(ec, std::ignore) = co_await asio::async_write(
-                stream, asio::buffer(head), asio::as_tuple(asio::use_awaitable));
+            if (!it.data.empty()) head += fmt::format("{:x}\r\n", it.data.size());
+            // The first chunk (and the terminator) with the head: one write.
+            const std::array<asio::const_buffer, 3> framed = {
+                asio::buffer(head), asio::buffer(it.data),
+                asio::buffer("\r\n0\r\n\r\n" + (it.data.empty() ? 2 : 0),
+                             (it.data.empty() ? 0 : 2) + (it.last ? 5 : 0))};
+            std::tie(ec, std::ignore) =
+                co_await asio::async_write(stream, framed, asio::as_tuple(asio::use_awaitable));
             streaming = true;
         } else if (it.kind == Item::kChunk && streaming) {
             const std::string size = fmt::format("{:x}\r\n", it.data.size());
+            // "\r\n" ends the chunk; "0\r\n\r\n" after it is the terminator (Item::last).
             const std::array<asio::const_buffer, 3> framed = {
-                asio::buffer(size), asio::buffer(it.data), asio::buffer("\r\n", 2)};
+                asio::buffer(size), asio::buffer(it.data),
+                asio::buffer("\r\n0\r\n\r\n", it.last ? 7 : 2)};
             std::tie(ec, std::ignore) =
                 co_await asio::async_write(stream, framed, asio::as_tuple(asio::use_awaitable));
         } else if (it.kind == Item::kFinish) {
@@ -226,6 +234,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             }
             complete = true;
         }
+        if ((it.kind == Item::kChunk || it.kind == Item::kHead) && it.last) complete = true;
         co_return !ec;
     }
 
@@ -255,6 +264,9 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
         enum Kind { kFull, kHead, kChunk, kFinish } kind = kChunk;
         Response full;
         std::string data;
+        // kHead: the first chunk's data, once pushed. kChunk or kHead: the answer ends after
+        // it (a finish was pushed right after).
+        bool last = false;
     };
     struct Watch {
         bool done = false, stopping = false, got_data = false;
@@ -263,16 +275,31 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     void push(Item it) {
         std::lock_guard<std::mutex> lock(mu_);
         if (closed_ || disconnected_) return;
-        // Chunks queued back to back go out as one chunk, one write (a step's tokens).
-        if (it.kind == Item::kChunk && !items_.empty() && items_.back().kind == Item::kChunk) {
-            items_.back().data += it.data;
-            return;
+        // Chunks queued back to back go out as one chunk, one write (a step's tokens); the
+        // head waits for the first chunk and goes out with it; the last chunk carries the
+        // terminator when the finish follows it at once.
+        Item* back = items_.empty() ? nullptr : &items_.back();
+        const bool open =
+            back && (back->kind == Item::kChunk || back->kind == Item::kHead) && !back->last;
+        if (open && it.kind == Item::kChunk) {
+            back->data += it.data;
+        } else if (open && it.kind == Item::kFinish) {
+            back->last = true;
+        } else {
+            items_.push_back(std::move(it));
         }
-        items_.push_back(std::move(it));
-        if (waiting_) {
+        if (waiting_ && writable()) {
             waiting_ = false;
             asio::post(ex_, [self = shared_from_this()] { self->timer_.cancel(); });
         }
+    }
+
+    // Whether the queue holds something to write now: not only a head still waiting for its
+    // first chunk (guarded by mu_).
+    bool writable() const {
+        if (items_.empty()) return false;
+        const Item& f = items_.front();
+        return items_.size() > 1 || f.kind != Item::kHead || !f.data.empty() || f.last;
     }
 
     void mark_disconnected() {

@@ -167,6 +167,51 @@ TEST(HttpServer, DeferredStreamIsChunked) {
     EXPECT_NE(out.find("\r\n0\r\n\r\n"), std::string::npos) << "the last chunk ends the body";
 }
 
+// What arrives within `wait` of the first byte (one write of the server's, on loopback).
+std::string read_burst(int fd, std::chrono::milliseconds wait) {
+    std::string out;
+    char buf[4096];
+    for (int waited = 0; waited < 5000; waited += 10) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, out.empty() ? 10 : int(wait.count())) <= 0) {
+            if (out.empty()) continue;
+            break;
+        }
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        out.append(buf, size_t(n));
+    }
+    return out;
+}
+
+// A stream's writes are few: the head waits for the first chunk and goes out with it (no
+// byte before it), and the last chunk carries the terminator (the bytes are checked here;
+// that it is one write shows in strace).
+TEST(HttpServer, StreamHeadGoesWithTheFirstChunkAndTheEndWithTheLast) {
+    std::promise<std::shared_ptr<Responder>> pending;
+    auto s = start([&](const Request&) {
+        return Reply::later([&](std::shared_ptr<Responder> r) {
+            r->start_stream(200, "text/event-stream");
+            pending.set_value(r);
+        });
+    });
+    const int fd = connect_to(s.port);
+    send_all(fd, "GET /s HTTP/1.1\r\nHost: x\r\n\r\n");
+    auto f = pending.get_future();
+    ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+    std::shared_ptr<Responder> r = f.get();
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 200), 0) << "no head before the first chunk";
+    r->write("data: one\n\n");
+    const std::string first = read_burst(fd, 200ms);
+    EXPECT_EQ(first.find("HTTP/1.1 200"), 0u) << first;
+    EXPECT_NE(first.find("\r\n\r\nb\r\ndata: one\n\n\r\n"), std::string::npos) << first;
+    r->write("data: two\n\n");
+    r->finish();
+    EXPECT_EQ(read_burst(fd, 200ms), "b\r\ndata: two\n\n\r\n0\r\n\r\n");
+    ::close(fd);
+}
+
 TEST(HttpServer, ClientGoneWhileAnswerPendingIsReported) {
     std::promise<std::shared_ptr<Responder>> pending;
     std::promise<void> gone;

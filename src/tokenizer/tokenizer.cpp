@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <queue>
 
+#include "base/check.h"
 #include "tokenizer/unicode.h"
 
 namespace pagoda::tokenizer {
@@ -87,10 +88,12 @@ Result<Tokenizer> Tokenizer::from_gguf(const formats::GgufFile& g) {
 
 void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) const {
     std::vector<Symbol> syms = split_chars(text);
-    std::string joined;  // one buffer for every candidate pair
+    const size_t longest = vocab_.max_token_bytes ? vocab_.max_token_bytes : text.size();
+    // Symbols are adjacent pieces of `text`, so a pair's text is the span they cover.
     merge_symbols(text, syms, [&](std::string_view a, std::string_view b) -> std::optional<double> {
-        joined.assign(a).append(b);
-        auto it = vocab_.token_to_id.find(std::string_view(joined));
+        PAGODA_CHECK(a.data() + a.size() == b.data()) << "merge candidates must be adjacent";
+        if (a.size() + b.size() > longest) return std::nullopt;  // no token is that long
+        auto it = vocab_.token_to_id.find(std::string_view(a.data(), a.size() + b.size()));
         if (it == vocab_.token_to_id.end()) return std::nullopt;
         return double(vocab_.scores[size_t(it->second)]);
     });

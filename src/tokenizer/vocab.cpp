@@ -129,7 +129,10 @@ Result<Vocab> Vocab::from_gguf(const formats::GgufFile& g) {
     const size_t n = v.tokens.size();
 
     PAGODA_TRY(read_scores_and_types(g, v));
-    for (size_t k = 0; k < n; ++k) v.token_to_id.emplace(v.tokens[k], TokenId(k));
+    for (size_t k = 0; k < n; ++k) {
+        v.token_to_id.emplace(v.tokens[k], TokenId(k));
+        v.max_token_bytes = std::max(v.max_token_bytes, v.tokens[k].size());
+    }
 
     if (v.kind == TokenizerKind::kBpe) PAGODA_TRY(read_merges(g, v));
 

@@ -50,6 +50,7 @@ struct Vocab {
     std::vector<float> scores;
     std::vector<TokenType> types;
     std::unordered_map<std::string, TokenId, StringHash, std::equal_to<>> token_to_id;
+    size_t max_token_bytes = 0;  // the longest token's text (0: not known)
     std::unordered_map<std::pair<std::string, std::string>, int32_t, PairHash> merge_rank;
     TokenId bos = kNoToken, eos = kNoToken, unk = kNoToken, pad = kNoToken, eot = kNoToken;
     bool add_bos = false;
