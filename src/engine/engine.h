@@ -251,6 +251,7 @@ class Engine {
     model::ForwardBatch batch_;
     std::vector<float> logits_;
     std::vector<int32_t> device_tokens_;  // per logits row, when the backend samples on device
+    std::vector<SampledToken> sampled_;   // this step's tokens (step()'s scratch)
     std::vector<int32_t> end_tokens_;
     EngineStats totals_;
     std::unique_ptr<grammar::TokenTrie> trie_;  // built at the first constrained request

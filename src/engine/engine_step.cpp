@@ -62,7 +62,8 @@ void Engine::step() {
     sched_->on_step_done(plan);
     totals_.prompt_tokens += plan.num_prefill_tokens;
     // Sample, then append, check stops, detokenize and queue the events.
-    std::vector<SampledToken> sampled;
+    std::vector<SampledToken>& sampled = sampled_;  // capacity kept across steps
+    sampled.clear();
     sample_rows(plan, sampled);
     const auto t3 = Clock::now();
     totals_.generation_tokens += int64_t(sampled.size());

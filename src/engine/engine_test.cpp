@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <thread>
@@ -423,6 +424,49 @@ TEST(RequestStream, NotifiesEveryIntervalEventsAndAtTheEnds) {
         EXPECT_EQ(taken, 11);
         EXPECT_TRUE(s.done());
     }
+}
+
+// Every event once, in order, whichever way it is taken: one at a time, all at once, mixed,
+// with pushes between takes and a slow reader that lets the queue grow past its compaction.
+TEST(RequestStream, TakesEveryEventOnceInOrder) {
+    RequestStream s(1, nullptr);
+    std::vector<int32_t> seen;
+    std::vector<Event> batch;
+    int32_t next = 0;
+    auto push = [&](int n) {
+        for (int i = 0; i < n; ++i) {
+            Event ev;
+            ev.token_ids = {next++};
+            s.push(std::move(ev));
+        }
+    };
+    auto take_one = [&] {
+        auto ev = s.try_next();
+        ASSERT_TRUE(ev.has_value());
+        seen.push_back(ev->token_ids.at(0));
+    };
+    auto take_all = [&] {
+        s.take_all(batch);
+        for (const Event& ev : batch) seen.push_back(ev.token_ids.at(0));
+    };
+    push(3);
+    take_one();
+    take_all();  // the two left after one was taken
+    push(200);
+    for (int i = 0; i < 150; ++i) take_one();  // past the compaction point, 50 still queued
+    push(5);
+    take_all();
+    take_all();  // nothing queued: nothing taken
+    EXPECT_TRUE(batch.empty());
+    push(2);
+    Event ev;
+    ASSERT_TRUE(s.next(ev));
+    seen.push_back(ev.token_ids.at(0));
+    take_all();
+    std::vector<int32_t> want(static_cast<size_t>(next));
+    std::iota(want.begin(), want.end(), 0);
+    EXPECT_EQ(seen, want);
+    EXPECT_FALSE(s.try_next().has_value());
 }
 
 }  // namespace

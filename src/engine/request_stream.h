@@ -63,6 +63,9 @@ class RequestStream {
     // Waits at most `timeout`; nullopt on timeout (or when done and empty).
     std::optional<Event> next_for(std::chrono::milliseconds timeout);
     std::optional<Event> try_next();
+    // Never waits: moves every queued event into `out` (cleared first), in order. The
+    // buffers trade places, so a consumer that keeps `out` allocates nothing once warm.
+    void take_all(std::vector<Event>& out);
     // Asks the engine to stop this request; its blocks are freed at the next step.
     void cancel();
     bool done() const;
@@ -83,12 +86,15 @@ class RequestStream {
     std::shared_ptr<Intake> intake_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
-    std::deque<Event> events_;
-    bool finished_ = false;  // the request_done event was pushed
-    std::function<void()> notify_;
+    std::vector<Event> events_;  // events_[head_..] are queued
+    size_t head_ = 0;
+    bool finished_ = false;                                // the request_done event was pushed
+    std::shared_ptr<const std::function<void()>> notify_;  // shared: a call copies no closure
     int interval_ = 1;
     int held_ = 0;           // events pushed since the last notify
     bool notified_ = false;  // the first event was notified
+
+    Event pop_front();  // with mu_ held, events queued
 };
 
 }  // namespace pagoda::engine

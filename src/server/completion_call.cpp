@@ -124,7 +124,8 @@ class Call : public std::enable_shared_from_this<Call> {
         if (complete_) return;
         const auto t0 = Clock::now();
         for (size_t p = 0; p < prompts_.size(); ++p) {
-            while (auto ev = prompts_[p].stream->try_next()) on_event(p, *ev);
+            prompts_[p].stream->take_all(taken_);
+            for (const engine::Event& ev : taken_) on_event(p, ev);
         }
         const bool all = std::all_of(prompts_.begin(), prompts_.end(),
                                      [](const PromptState& p) { return p.done; });
@@ -197,8 +198,9 @@ class Call : public std::enable_shared_from_this<Call> {
     FinishReason error_reason_ = FinishReason::kStop;
     bool complete_ = false;
     double http_output_s_ = 0;
-    engine::RequestTimings slowest_;  // of its prompts, by end-to-end latency
-    std::vector<double> itl_;         // every prompt's gaps
+    engine::RequestTimings slowest_;    // of its prompts, by end-to-end latency
+    std::vector<double> itl_;           // every prompt's gaps
+    std::vector<engine::Event> taken_;  // pump()'s scratch: a stream's queued events
 };
 
 void Call::on_event(size_t p, const engine::Event& ev) {
@@ -448,8 +450,8 @@ http::Reply run_later(std::shared_ptr<Call> call, std::shared_ptr<PumpQueue> pum
         // The notifiers own the call until it completes (finish() clears them).
         call->for_each_stream([&](engine::RequestStream& s) {
             if (pumps) {
-                s.set_notify([call, resp, pumps] { pumps->add([call] { call->pump(); }, *resp); },
-                             interval);
+                auto pump = std::make_shared<const std::function<void()>>([call] { call->pump(); });
+                s.set_notify([pump, resp, pumps] { pumps->add(pump, *resp); }, interval);
             } else {
                 s.set_notify([call, resp] { resp->post([call] { call->pump(); }); }, interval);
             }
@@ -460,7 +462,7 @@ http::Reply run_later(std::shared_ptr<Call> call, std::shared_ptr<PumpQueue> pum
 
 }  // namespace
 
-void PumpQueue::add(std::function<void()> pump, http::Responder& resp) {
+void PumpQueue::add(Pump pump, http::Responder& resp) {
     bool first = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -472,12 +474,12 @@ void PumpQueue::add(std::function<void()> pump, http::Responder& resp) {
 }
 
 void PumpQueue::drain() {
-    std::vector<std::function<void()>> batch;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        batch.swap(pending_);
+        draining_.swap(pending_);
     }
-    for (auto& pump : batch) pump();
+    for (const Pump& pump : draining_) (*pump)();
+    draining_.clear();
 }
 
 http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin origin,

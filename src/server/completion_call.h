@@ -30,12 +30,13 @@ enum class Origin { kClient, kWarmup };
 // wake-up per engine step instead of one per streaming request). One per server.
 class PumpQueue : public std::enable_shared_from_this<PumpQueue> {
   public:
-    void add(std::function<void()> pump, http::Responder& resp);
+    using Pump = std::shared_ptr<const std::function<void()>>;
+    void add(Pump pump, http::Responder& resp);
 
   private:
     void drain();
     std::mutex mu_;
-    std::vector<std::function<void()>> pending_;
+    std::vector<Pump> pending_, draining_;  // draining_: the I/O thread's, capacity kept
 };
 
 struct CallContext {
