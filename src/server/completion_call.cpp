@@ -127,6 +127,7 @@ class Call : public std::enable_shared_from_this<Call> {
             prompts_[p].stream->take_all(taken_);
             for (const engine::Event& ev : taken_) on_event(p, ev);
         }
+        if (stream_) flush();
         const bool all = std::all_of(prompts_.begin(), prompts_.end(),
                                      [](const PromptState& p) { return p.done; });
         const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -151,8 +152,7 @@ class Call : public std::enable_shared_from_this<Call> {
     // not valid UTF-8 (the JSON path replaces what is not).
     bool send_text_chunk(size_t index, ChoiceState& c, const std::string& text) {
         if (!tokenizer::is_valid_utf8(text)) return false;
-        std::string out;
-        out.reserve(chunk_prefix_.size() + text.size() + 96);
+        std::string& out = out_;
         out += chunk_prefix_;
         out += std::to_string(index);
         if (chat_) {
@@ -165,11 +165,17 @@ class Call : public std::enable_shared_from_this<Call> {
         append_json_escaped(out, text);
         out += chat_ ? "\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n"
                      : "\",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
-        resp_->write(std::move(out));
         return true;
     }
     void send_chunk(const json& j) {
-        resp_->write("data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
+        out_ += "data: ";
+        out_ += j.dump(-1, ' ', false, json::error_handler_t::replace);
+        out_ += "\n\n";
+    }
+    // Hands the chunks gathered since the last flush to the connection: one write per pump.
+    void flush() {
+        if (!out_.empty()) resp_->write(std::move(out_));
+        out_.clear();
     }
 
     void on_event(size_t p, const engine::Event& ev);
@@ -201,6 +207,7 @@ class Call : public std::enable_shared_from_this<Call> {
     engine::RequestTimings slowest_;    // of its prompts, by end-to-end latency
     std::vector<double> itl_;           // every prompt's gaps
     std::vector<engine::Event> taken_;  // pump()'s scratch: a stream's queued events
+    std::string out_;                   // SSE chunks not yet handed to the connection
 };
 
 void Call::on_event(size_t p, const engine::Event& ev) {
@@ -394,7 +401,8 @@ void Call::finish_stream(bool failed) {
         j["usage"] = usage_json();
         send_chunk(j);
     }
-    resp_->write("data: [DONE]\n\n");
+    out_ += "data: [DONE]\n\n";
+    flush();
     resp_->finish();
 }
 
