@@ -16,7 +16,33 @@ struct Symbol {
     int next;
     size_t start;
     size_t len;
+    TokenId token = kNoToken;  // SPM: the token whose text this is, when there is one
 };
+
+// A candidate merge's priority and, for SPM, the token it makes.
+struct Scored {
+    double priority;
+    TokenId token = kNoToken;
+};
+
+uint64_t pair_key(TokenId a, TokenId b) { return uint64_t(uint32_t(a)) << 32 | uint32_t(b); }
+
+// A one- to three-byte UTF-8 character's code point (U+2581, SPM's space, is three), or
+// kSpmCharTable when `s` is anything else.
+constexpr uint32_t kSpmCharTable = 0x3000;
+uint32_t short_char(std::string_view s) {
+    const auto b = [&](size_t i) { return uint32_t(uint8_t(s[i])); };
+    if (s.size() == 1 && b(0) < 0x80) return b(0);
+    if (s.size() == 2 && (b(0) & 0xE0) == 0xC0 && (b(1) & 0xC0) == 0x80) {
+        const uint32_t c = (b(0) & 0x1F) << 6 | (b(1) & 0x3F);
+        return c >= 0x80 ? c : kSpmCharTable;  // an overlong form is not that character
+    }
+    if (s.size() == 3 && (b(0) & 0xF0) == 0xE0 && (b(1) & 0xC0) == 0x80 && (b(2) & 0xC0) == 0x80) {
+        const uint32_t c = (b(0) & 0x0F) << 12 | (b(1) & 0x3F) << 6 | (b(2) & 0x3F);
+        return c >= 0x800 && c < kSpmCharTable ? c : kSpmCharTable;
+    }
+    return kSpmCharTable;
+}
 
 // Candidate merge of symbols left and left's next. `rank` orders candidates: SPM
 // prefers the highest score, BPE the lowest merge rank; ties go to the leftmost.
@@ -24,6 +50,7 @@ struct Candidate {
     double priority;  // larger first
     int left;
     size_t len;  // combined byte length when queued; stale if it changed
+    TokenId token;
     bool operator<(const Candidate& o) const {
         return priority < o.priority || (priority == o.priority && left > o.left);
     }
@@ -41,10 +68,10 @@ std::vector<Symbol> split_chars(std::string_view s) {
     return syms;
 }
 
-// Generic greedy pair-merge over `syms`; `score(a, b)` returns the candidate's priority
-// for merging the texts a and b, or nullopt when they cannot merge.
+// Generic greedy pair-merge over `syms`; `score(a, b)` (two adjacent symbols) returns the
+// candidate's priority and token, or nullopt when they cannot merge.
 template <typename ScoreFn>
-void merge_symbols(std::string_view s, std::vector<Symbol>& syms, ScoreFn score) {
+void merge_symbols(std::vector<Symbol>& syms, ScoreFn score) {
     std::priority_queue<Candidate> q;
     auto try_add = [&](int left) {
         if (left < 0) return;
@@ -52,8 +79,8 @@ void merge_symbols(std::string_view s, std::vector<Symbol>& syms, ScoreFn score)
         if (right < 0) return;
         const Symbol& a = syms[size_t(left)];
         const Symbol& b = syms[size_t(right)];
-        auto p = score(s.substr(a.start, a.len), s.substr(b.start, b.len));
-        if (p) q.push(Candidate{*p, left, a.len + b.len});
+        const std::optional<Scored> p = score(a, b);
+        if (p) q.push(Candidate{p->priority, left, a.len + b.len, p->token});
     };
     for (size_t k = 0; k + 1 < syms.size(); ++k) try_add(int(k));
     while (!q.empty()) {
@@ -64,6 +91,7 @@ void merge_symbols(std::string_view s, std::vector<Symbol>& syms, ScoreFn score)
         Symbol& b = syms[size_t(a.next)];
         if (a.len + b.len != c.len) continue;  // stale candidate
         a.len += b.len;
+        a.token = c.token;
         b.len = 0;
         a.next = b.next;
         if (b.next >= 0) syms[size_t(b.next)].prev = c.left;
@@ -82,26 +110,61 @@ Result<Tokenizer> Tokenizer::from_gguf(const formats::GgufFile& g) {
         if (!pre.ok())
             return make_error(pre.error().code, "{}: {}", g.source(), pre.error().message);
         t.pre_.emplace(std::move(pre).value());
+    } else {
+        t.build_spm_pairs();
     }
     return t;
 }
 
+// Every split of every token's text into two tokens' texts (the id token_to_id gives
+// each text, as the merge loop's lookups do), and the tokens of one short character.
+void Tokenizer::build_spm_pairs() {
+    const auto& ids = vocab_.token_to_id;
+    spm_chars_.assign(kSpmCharTable, kNoToken);
+    for (const auto& [text, id] : ids) {
+        const uint32_t c = short_char(text);
+        if (c < kSpmCharTable) spm_chars_[c] = id;
+        for (size_t i = 1; i < text.size(); ++i) {
+            auto l = ids.find(std::string_view(text).substr(0, i));
+            if (l == ids.end()) continue;
+            auto r = ids.find(std::string_view(text).substr(i));
+            if (r != ids.end()) spm_pairs_.emplace(pair_key(l->second, r->second), id);
+        }
+    }
+}
+
 void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) const {
     std::vector<Symbol> syms = split_chars(text);
+    const auto& ids = vocab_.token_to_id;
+    for (Symbol& c : syms) {
+        const std::string_view ch = text.substr(c.start, c.len);
+        const uint32_t code = short_char(ch);
+        if (code < spm_chars_.size()) {
+            c.token = spm_chars_[code];
+            continue;
+        }
+        auto it = ids.find(ch);
+        if (it != ids.end()) c.token = it->second;
+    }
     const size_t longest = vocab_.max_token_bytes ? vocab_.max_token_bytes : text.size();
-    // Symbols are adjacent pieces of `text`, so a pair's text is the span they cover.
-    merge_symbols(text, syms, [&](std::string_view a, std::string_view b) -> std::optional<double> {
-        PAGODA_CHECK(a.data() + a.size() == b.data()) << "merge candidates must be adjacent";
-        if (a.size() + b.size() > longest) return std::nullopt;  // no token is that long
-        auto it = vocab_.token_to_id.find(std::string_view(a.data(), a.size() + b.size()));
-        if (it == vocab_.token_to_id.end()) return std::nullopt;
-        return double(vocab_.scores[size_t(it->second)]);
+    merge_symbols(syms, [&](const Symbol& a, const Symbol& b) -> std::optional<Scored> {
+        if (a.len + b.len > longest) return std::nullopt;  // no token is that long
+        TokenId t = kNoToken;
+        if (a.token != kNoToken && b.token != kNoToken && !spm_pairs_.empty()) {
+            auto it = spm_pairs_.find(pair_key(a.token, b.token));
+            if (it == spm_pairs_.end()) return std::nullopt;
+            t = it->second;
+        } else {  // a piece that is no token (byte fallback): by text; adjacent, so one span
+            auto it = ids.find(text.substr(a.start, a.len + b.len));
+            if (it == ids.end()) return std::nullopt;
+            t = it->second;
+        }
+        return Scored{double(vocab_.scores[size_t(t)]), t};
     });
     for (int k = syms.empty() ? -1 : 0; k >= 0; k = syms[size_t(k)].next) {
         const std::string_view piece = text.substr(syms[size_t(k)].start, syms[size_t(k)].len);
-        auto it = vocab_.token_to_id.find(piece);
-        if (it != vocab_.token_to_id.end()) {
-            out.push_back(it->second);
+        if (syms[size_t(k)].token != kNoToken) {  // each symbol knows its token, if any
+            out.push_back(syms[size_t(k)].token);
             continue;
         }
         for (char c : piece) {  // byte fallback
@@ -125,10 +188,11 @@ void Tokenizer::encode_bpe_word(std::string_view raw, std::vector<TokenId>& out)
         }
     }
     std::vector<Symbol> syms = split_chars(word);
-    merge_symbols(word, syms, [&](std::string_view a, std::string_view b) -> std::optional<double> {
-        auto it = vocab_.merge_rank.find({std::string(a), std::string(b)});
+    merge_symbols(syms, [&](const Symbol& a, const Symbol& b) -> std::optional<Scored> {
+        auto it = vocab_.merge_rank.find(
+            {std::string(word.substr(a.start, a.len)), std::string(word.substr(b.start, b.len))});
         if (it == vocab_.merge_rank.end()) return std::nullopt;
-        return -double(it->second);
+        return Scored{-double(it->second)};
     });
     for (int k = syms.empty() ? -1 : 0; k >= 0; k = syms[size_t(k)].next) {
         const std::string piece(word.substr(syms[size_t(k)].start, syms[size_t(k)].len));

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/result.h"
@@ -36,15 +37,26 @@ class Tokenizer {
     std::string token_bytes(TokenId id, SkipSpecial skip = SkipSpecial::kYes) const;
 
     const Vocab& vocab() const { return vocab_; }
+    // For tests: SPM candidate merges looked up by text only (the path the pair table
+    // stands in for), to check that both give the same tokens.
+    void drop_spm_pairs() {
+        spm_pairs_.clear();
+        spm_chars_.clear();
+    }
     std::string kind_name() const { return vocab_.model_name; }
 
   private:
+    void build_spm_pairs();
     void encode_spm(std::string_view text, std::vector<TokenId>& out) const;
     void encode_bpe_word(std::string_view word, std::vector<TokenId>& out) const;
     void encode_fragment(std::string_view text, bool first, std::vector<TokenId>& out) const;
 
     Vocab vocab_;
     std::optional<PreTokenizer> pre_;  // BPE only
+    // SPM: (left id << 32 | right id) -> the token whose text is theirs joined, for every
+    // such pair of tokens; candidate merges of two tokens are looked up here by id.
+    std::unordered_map<uint64_t, TokenId> spm_pairs_;
+    std::vector<TokenId> spm_chars_;  // SPM: code point (below U+3000) -> its token, if any
 };
 
 }  // namespace pagoda::tokenizer

@@ -201,6 +201,34 @@ rc::Gen<std::string> utf8_strings() {
         });
 }
 
+// SPM looks candidate merges up by the two tokens' ids (a table built at load); by text,
+// the tokens must be the same.
+TEST(Tokenizer, SpmPairTableGivesTheTokensTextLookupsGive) {
+    for (const char* name :
+         {"stories260K.gguf", "ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"}) {
+        auto fast = load(vocab_path(name)), slow = load(vocab_path(name));
+        ASSERT_NE(fast, nullptr);
+        ASSERT_NE(slow, nullptr);
+        slow->tok->drop_spm_pairs();
+        const bool ok = rc::check(std::string("pair table == text lookups for ") + name, [&]() {
+            const std::string s = *utf8_strings();
+            RC_ASSERT(fast->tok->encode(s) == slow->tok->encode(s));
+        });
+        EXPECT_TRUE(ok) << name;
+        const std::string story =
+            "Once upon a time, there was a little girl named Lily. She "
+            "loved to play outside in the sunshine.";
+        EXPECT_EQ(fast->tok->encode(story), slow->tok->encode(story));
+        // Bytes that are no character: overlong (of "a"), cut short, stray continuation bytes.
+        for (const std::string odd : {"\xC1\xA1"
+                                      "a b",
+                                      "x\xE2\x96", "\x80\x80 \xE0\x80\x80 z",
+                                      "\xF0\x9F\x98\x80 \xE2\x96\x81\xE2\x96\x81"}) {
+            EXPECT_EQ(fast->tok->encode(odd), slow->tok->encode(odd)) << name;
+        }
+    }
+}
+
 TEST(Tokenizer, RoundTripProperty) {
     for (const char* name : {"stories260K.gguf", "ggml-vocab-llama-spm.gguf",
                              "ggml-vocab-gpt-2.gguf", "ggml-vocab-deepseek-coder.gguf"}) {
