@@ -220,9 +220,10 @@ void Call::on_event(size_t p, const engine::Event& ev) {
         }
         c.last_token_time = ev.time;
     }
-    c.text += ev.text;
-    std::string text = ev.text;  // what the client sees as content
-    json tool_calls = json::array();
+    if (!stream_) c.text += ev.text;  // a whole body's text (a stream's goes out as it comes)
+    std::string tool_text;
+    const std::string* shown = &ev.text;  // what the client sees as content
+    json tool_calls;                      // null (empty) unless the tools parser made calls
     if (c.tools) {
         ToolCallStream::Delta d = c.tools->push(ev.text);
         if (ev.finish) {
@@ -230,9 +231,11 @@ void Call::on_event(size_t p, const engine::Event& ev) {
             d.content += end.content;
             for (auto& t : end.tool_calls) d.tool_calls.push_back(std::move(t));
         }
-        text = std::move(d.content);
+        tool_text = std::move(d.content);
+        shown = &tool_text;
         tool_calls = std::move(d.tool_calls);
     }
+    const std::string& text = *shown;
     if (token_ids_) c.token_ids.insert(c.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
     json delta_lp;
     if (want_logprobs_ && !ev.logprobs.empty()) {
