@@ -72,6 +72,9 @@ asio::awaitable<void> linger_close(beast::tcp_stream& stream, size_t max_bytes) 
     stream.expires_never();
 }
 
+// A chunk's end ("\r\n"), then the terminator that ends a chunked body ("0\r\n\r\n").
+constexpr char kChunkEnd[] = "\r\n0\r\n\r\n";
+
 // One deferred answer on one connection. Producers (any thread) queue items; the
 // connection's coroutine writes them.
 class ResponderImpl : public Responder, public std::enable_shared_from_this<ResponderImpl> {
@@ -214,7 +217,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             // The first chunk (and the terminator) with the head: one write.
             const std::array<asio::const_buffer, 3> framed = {
                 asio::buffer(head), asio::buffer(it.data),
-                asio::buffer("\r\n0\r\n\r\n" + (it.data.empty() ? 2 : 0),
+                asio::buffer(&kChunkEnd[it.data.empty() ? 2 : 0],
                              (it.data.empty() ? 0 : 2) + (it.last ? 5 : 0))};
             std::tie(ec, std::ignore) =
                 co_await asio::async_write(stream, framed, asio::as_tuple(asio::use_awaitable));
@@ -224,7 +227,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             // "\r\n" ends the chunk; "0\r\n\r\n" after it is the terminator (Item::last).
             const std::array<asio::const_buffer, 3> framed = {
                 asio::buffer(size), asio::buffer(it.data),
-                asio::buffer("\r\n0\r\n\r\n", it.last ? 7 : 2)};
+                asio::buffer(kChunkEnd, it.last ? 7 : 2)};
             std::tie(ec, std::ignore) =
                 co_await asio::async_write(stream, framed, asio::as_tuple(asio::use_awaitable));
         } else if (it.kind == Item::kFinish) {
