@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -187,19 +188,37 @@ std::string read_burst(int fd, std::chrono::milliseconds wait) {
 // A stream's writes are few: the head waits for the first chunk and goes out with it (no
 // byte before it), and the last chunk carries the terminator (the bytes are checked here;
 // that it is one write shows in strace).
-TEST(HttpServer, StreamHeadGoesWithTheFirstChunkAndTheEndWithTheLast) {
+// A server whose handler runs `setup` on its responder and hands it out, with one request
+// sent on a connection of its own.
+struct Held {
     std::promise<std::shared_ptr<Responder>> pending;
-    auto s = start([&](const Request&) {
-        return Reply::later([&](std::shared_ptr<Responder> r) {
-            r->start_stream(200, "text/event-stream");
-            pending.set_value(r);
+    Running server;
+    int fd = -1;
+    // The responder of the request sent (null when the handler did not run within 5 s).
+    std::shared_ptr<Responder> take() {
+        auto f = pending.get_future();
+        return f.wait_for(5s) == std::future_status::ready ? f.get() : nullptr;
+    }
+};
+
+std::unique_ptr<Held> hold(std::function<void(Responder&)> setup) {
+    auto h = std::make_unique<Held>();
+    h->server = start([h = h.get(), setup](const Request&) {
+        return Reply::later([h, setup](std::shared_ptr<Responder> r) {
+            setup(*r);
+            h->pending.set_value(r);
         });
     });
-    const int fd = connect_to(s.port);
-    send_all(fd, "GET /s HTTP/1.1\r\nHost: x\r\n\r\n");
-    auto f = pending.get_future();
-    ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
-    std::shared_ptr<Responder> r = f.get();
+    h->fd = connect_to(h->server.port);
+    send_all(h->fd, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n");
+    return h;
+}
+
+TEST(HttpServer, StreamHeadGoesWithTheFirstChunkAndTheEndWithTheLast) {
+    auto h = hold([](Responder& r) { r.start_stream(200, "text/event-stream"); });
+    std::shared_ptr<Responder> r = h->take();
+    ASSERT_NE(r, nullptr);
+    const int fd = h->fd;
     pollfd p{fd, POLLIN, 0};
     EXPECT_EQ(::poll(&p, 1, 200), 0) << "no head before the first chunk";
     r->write("data: one\n\n");
@@ -213,20 +232,11 @@ TEST(HttpServer, StreamHeadGoesWithTheFirstChunkAndTheEndWithTheLast) {
 }
 
 TEST(HttpServer, ClientGoneWhileAnswerPendingIsReported) {
-    std::promise<std::shared_ptr<Responder>> pending;
     std::promise<void> gone;
-    auto s = start([&](const Request&) {
-        return Reply::later([&](std::shared_ptr<Responder> r) {
-            r->on_disconnect([&] { gone.set_value(); });
-            pending.set_value(r);
-        });
-    });
-    const int fd = connect_to(s.port);
-    send_all(fd, "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n");
-    auto held_future = pending.get_future();
-    ASSERT_EQ(held_future.wait_for(5s), std::future_status::ready);
-    std::shared_ptr<Responder> held = held_future.get();
-    ::close(fd);
+    auto h = hold([&](Responder& r) { r.on_disconnect([&] { gone.set_value(); }); });
+    std::shared_ptr<Responder> held = h->take();
+    ASSERT_NE(held, nullptr);
+    ::close(h->fd);
     EXPECT_EQ(gone.get_future().wait_for(5s), std::future_status::ready);
     EXPECT_TRUE(held->disconnected());
     held->send(Response{});  // a no-op after the disconnect, not a crash
