@@ -57,9 +57,16 @@ Sampler::Sampler(const SamplingParams& p, int index)
       penalties_(p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
                  p.frequency_penalty != 0.0f) {}
 
+bool Sampler::masks_end(std::span<const int32_t> end_tokens) const {
+    return generated_ < p_.min_tokens && !end_tokens.empty();
+}
+
+bool Sampler::reshapes(std::span<const int32_t> end_tokens) const {
+    return penalties_ || masks_end(end_tokens) || !p_.logit_bias.empty();
+}
+
 bool Sampler::greedy(std::span<const int32_t> end_tokens) const {
-    const bool mask_end = generated_ < p_.min_tokens && !end_tokens.empty();
-    return p_.temperature == 0.0f && !penalties_ && !mask_end && p_.logit_bias.empty();
+    return p_.temperature == 0.0f && !reshapes(end_tokens);
 }
 
 void Sampler::accept(int32_t token) {
@@ -69,8 +76,8 @@ void Sampler::accept(int32_t token) {
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> prompt,
                         std::span<const int32_t> end_tokens, std::span<const uint8_t> allowed) {
-    const bool mask_end = generated_ < p_.min_tokens && !end_tokens.empty();
-    if (!penalties_ && !mask_end && p_.logit_bias.empty() && allowed.empty()) return draw(logits);
+    if (!reshapes(end_tokens) && allowed.empty()) return draw(logits);
+    const bool mask_end = masks_end(end_tokens);
     row_.assign(logits.begin(), logits.end());
     const int32_t vocab = int32_t(row_.size());
     constexpr float kNever = -std::numeric_limits<float>::infinity();

@@ -86,6 +86,8 @@ class Sampler {
 
   private:
     int32_t draw(std::span<const float> logits);
+    bool masks_end(std::span<const int32_t> end_tokens) const;  // before min_tokens
+    bool reshapes(std::span<const int32_t> end_tokens) const;   // penalty, bias or end mask
     SamplingParams p_;
     int index_ = 0;
     std::optional<std::mt19937_64> rng_;  // seeded at the first random draw (greedy never draws)
