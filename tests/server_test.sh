@@ -205,6 +205,13 @@ import json, sys
 print(sum(len(c.get("token_ids", [])) for line in sys.stdin if line.startswith("data: {")
           for c in json.loads(line[6:]).get("choices", [])))')
 expect_eq "--stream-interval 5: 256 x 24 streamed token ids arrived" "$tokens" "6144"
+# ... gathered as vLLM's --stream-interval gathers them: one chunk carries up to 5 tokens.
+sizes=$(cat "$TMP"/st* | python3 -c '
+import json, sys
+n = [len(c.get("token_ids") or []) for line in sys.stdin if line.startswith("data: {")
+     for c in json.loads(line[6:]).get("choices", [])]
+print(max(n), sum(1 for k in n if k == 5) > 0)')
+expect_eq "--stream-interval 5: chunks of up to 5 tokens, some of 5" "$sizes" "5 True"
 sleep 0.2
 m=$(curl -s "$(URL /metrics)")
 expect_eq "after stress: no block used, nothing running" "$(echo "$m" | grep '^pagoda_kv_cache_blocks{.*state="used"' | awk '{print $2}') $(echo "$m" | grep '^pagoda_num_requests_running' | awk '{print $2}')" "0 0"

@@ -396,17 +396,22 @@ TEST(Engine, KnobsChangeBetweenSteps) {
     EXPECT_GT(snap->peak_step_batched_tokens, 30) << "the token cap binds: prompts are chunked";
 }
 
-// --stream-interval: the consumer is woken once per N events, except that the first event,
-// a sample's finish and the request's last event wake it at once; no event is lost.
-TEST(RequestStream, NotifiesEveryIntervalEventsAndAtTheEnds) {
+// --stream-interval: a sample's token events are gathered N at a time into one event and
+// the consumer woken once for it; the first event, a sample's finish and the request's
+// last event go (and wake it) at once; no token, text or step time is lost or reordered.
+TEST(RequestStream, GathersEveryIntervalEventsAndSendsTheEndsAtOnce) {
     for (int interval : {1, 4}) {
         RequestStream s(1, nullptr);
-        std::vector<size_t> woken_at;  // events queued when each notify ran
+        std::vector<size_t> woken_at;  // events pushed when each notify ran
         size_t pushed = 0;
         s.set_notify([&] { woken_at.push_back(pushed); }, interval);
+        const Clock::time_point t0 = Clock::now();
         for (int i = 0; i < 10; ++i) {
             Event ev;
             ev.token_ids = {i};
+            ev.text = std::to_string(i);
+            ev.time = t0 + std::chrono::milliseconds(i);
+            ev.step = uint64_t(i);
             if (i == 9) ev.finish = FinishReason::kLength;
             ++pushed;
             s.push(std::move(ev));
@@ -419,11 +424,62 @@ TEST(RequestStream, NotifiesEveryIntervalEventsAndAtTheEnds) {
             interval == 1 ? std::vector<size_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
                           : std::vector<size_t>{1, 5, 9, 10, 11};
         EXPECT_EQ(woken_at, want) << "interval " << interval;
-        int taken = 0;
-        while (s.try_next()) ++taken;
-        EXPECT_EQ(taken, 11);
+        std::vector<Event> taken;
+        while (auto ev = s.try_next()) taken.push_back(std::move(*ev));
+        ASSERT_EQ(taken.size(), interval == 1 ? 11u : 5u) << "interval " << interval;
+        std::vector<int32_t> ids;
+        std::string text;
+        std::vector<Clock::time_point> times;
+        for (const Event& ev : taken) {
+            ids.insert(ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+            text += ev.text;
+            if (ev.token_ids.empty()) continue;
+            if (ev.step_times.empty()) {
+                times.push_back(ev.time);
+            } else {
+                times.insert(times.end(), ev.step_times.begin(), ev.step_times.end());
+                EXPECT_EQ(ev.step_times.back(), ev.time);
+            }
+        }
+        EXPECT_EQ(ids, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+        EXPECT_EQ(text, "0123456789");
+        ASSERT_EQ(times.size(), 10u);
+        for (size_t i = 0; i < times.size(); ++i) {
+            EXPECT_EQ(times[i], t0 + std::chrono::milliseconds(i)) << "step " << i;
+        }
+        if (interval == 4) {
+            EXPECT_EQ(taken[1].token_ids, (std::vector<int32_t>{1, 2, 3, 4}));
+            EXPECT_EQ(taken[1].step, 4u);
+            EXPECT_TRUE(taken[3].finish.has_value());
+        }
+        EXPECT_TRUE(taken.back().request_done);
         EXPECT_TRUE(s.done());
     }
+}
+
+// Gathering keeps each sample's events apart: n > 1 interleaves samples, and an event of
+// another sample queues what was gathered first.
+TEST(RequestStream, GathersOneSampleAtATime) {
+    RequestStream s(1, nullptr);
+    int woken = 0;
+    s.set_notify([&] { ++woken; }, 8);
+    for (int i = 0; i < 6; ++i) {
+        Event ev;
+        ev.index = i < 4 ? 0 : 1;
+        ev.token_ids = {i};
+        s.push(std::move(ev));
+    }
+    Event last;
+    last.index = 1;
+    last.finish = FinishReason::kStop;
+    last.request_done = true;
+    s.push(std::move(last));
+    std::vector<std::pair<int, std::vector<int32_t>>> got;
+    while (auto ev = s.try_next()) got.emplace_back(ev->index, ev->token_ids);
+    const std::vector<std::pair<int, std::vector<int32_t>>> want = {
+        {0, {0}}, {0, {1, 2, 3}}, {1, {4, 5}}, {1, {}}};
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(woken, 3);
 }
 
 // Every event once, in order, whichever way it is taken: one at a time, all at once, mixed,

@@ -62,6 +62,9 @@ struct Event {
     std::vector<TokenLogprob> logprobs;  // one per token in token_ids when logprobs >= 0
     Clock::time_point time;              // when the tokens were produced
     uint64_t step = 0;                   // engine step that produced it
+    // Gathered events (a stream notified every N events, RequestStream::set_notify): the
+    // time of each step gathered, in order, the last being `time`; empty for one step.
+    std::vector<Clock::time_point> step_times;
     std::optional<FinishReason> finish;  // this sample is complete
     std::string stop_reason;             // the stop string or token id that ended it
     std::string error;                   // for kRejected / kError

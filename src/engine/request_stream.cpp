@@ -6,19 +6,62 @@ namespace pagoda::engine {
 RequestStream::RequestStream(uint64_t id, std::shared_ptr<Intake> intake)
     : id_(id), intake_(std::move(intake)) {}
 
+namespace {
+
+// An event that only carries tokens: it can be gathered with the next of its sample.
+bool plain(const Event& ev) {
+    return !ev.finish && !ev.request_done && ev.error.empty() && ev.stop_reason.empty();
+}
+
+void gather(Event& into, Event&& ev) {
+    into.token_ids.insert(into.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+    into.text += ev.text;
+    into.logprobs.insert(into.logprobs.end(), std::make_move_iterator(ev.logprobs.begin()),
+                         std::make_move_iterator(ev.logprobs.end()));
+    if (into.step_times.empty()) into.step_times.push_back(into.time);
+    into.step_times.push_back(ev.time);
+    into.time = ev.time;
+    into.step = ev.step;
+}
+
+}  // namespace
+
 void RequestStream::push(Event ev) {
+    const int interval = interval_.load(std::memory_order_acquire);
+    Event* held = gathered_ ? &*gathered_ : nullptr;
+    const bool gatherable = interval > 1 && queued_any_ && plain(ev);
+    if (held != nullptr && (held->index != ev.index || !gatherable)) {
+        // What was gathered goes first: with this event when it ends the sample, else
+        // alone (another sample's events are gathered apart).
+        queue(held, gatherable ? nullptr : &ev);
+        gathered_.reset();
+        gathered_steps_ = 0;
+        held = nullptr;
+        if (!gatherable) return;
+    }
+    if (!gatherable) return queue(&ev, nullptr);
+    if (held == nullptr) {
+        gathered_ = std::move(ev);
+    } else {
+        gather(*held, std::move(ev));
+    }
+    if (++gathered_steps_ < interval) return;
+    queue(&*gathered_, nullptr);
+    gathered_.reset();
+    gathered_steps_ = 0;
+}
+
+void RequestStream::queue(Event* first, Event* second) {
+    queued_any_ = true;
     std::shared_ptr<const std::function<void()>> notify;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        if (ev.request_done) finished_ = true;
-        const bool due =
-            interval_ <= 1 || !notified_ || ev.finish || ev.request_done || ++held_ >= interval_;
-        events_.push_back(std::move(ev));
-        if (due) {
-            notify = notify_;
-            held_ = 0;
-            notified_ = true;
+        for (Event* ev : {first, second}) {
+            if (ev == nullptr) continue;
+            if (ev->request_done) finished_ = true;
+            events_.push_back(std::move(*ev));
         }
+        notify = notify_;
     }
     cv_.notify_all();
     if (notify) (*notify)();
@@ -82,7 +125,7 @@ bool RequestStream::done() const {
 void RequestStream::set_notify(std::function<void()> fn, int interval) {
     std::lock_guard<std::mutex> lock(mu_);
     notify_ = fn ? std::make_shared<const std::function<void()>>(std::move(fn)) : nullptr;
-    interval_ = interval;
+    interval_.store(interval, std::memory_order_release);
 }
 
 void RequestStream::cancel() {

@@ -70,15 +70,17 @@ class RequestStream {
     void cancel();
     bool done() const;
     uint64_t id() const { return id_; }
-    // Called (from the engine thread) when events were pushed; for async consumers. With
-    // `interval` N > 1 it is called once per N events (vLLM's --stream-interval): the first
-    // event, a finish and the request's last event still call it at once, so the first
-    // token and the end are never held back.
+    // Called (from the engine thread) when events were queued; for async consumers. With
+    // `interval` N > 1 (vLLM's --stream-interval) a sample's token events are gathered N
+    // at a time into one event (tokens, text and logprobs joined; Event::step_times keeps
+    // each step's time) and queued, and notified, together: the first event, a finish, an
+    // error and the request's last event go at once, so the first token and the end are
+    // never held back.
     void set_notify(std::function<void()> fn, int interval = 1);
 
     // Engine side: creates the stream of request `id`, whose cancel() goes to `intake`.
     RequestStream(uint64_t id, std::shared_ptr<Intake> intake);
-    // Engine side: appends one event and wakes the consumer.
+    // Engine side: appends one event (or gathers it, see set_notify) and wakes the consumer.
     void push(Event ev);
 
   private:
@@ -90,11 +92,14 @@ class RequestStream {
     size_t head_ = 0;
     bool finished_ = false;                                // the request_done event was pushed
     std::shared_ptr<const std::function<void()>> notify_;  // shared: a call copies no closure
-    int interval_ = 1;
-    int held_ = 0;           // events pushed since the last notify
-    bool notified_ = false;  // the first event was notified
+    std::atomic<int> interval_{1};                         // read by push() without mu_
+    // Engine thread only: the events gathered since the last queued one, and how many.
+    std::optional<Event> gathered_;
+    int gathered_steps_ = 0;
+    bool queued_any_ = false;
 
-    Event pop_front();  // with mu_ held, events queued
+    void queue(Event* first, Event* second);  // queues them (either may be null), notifies
+    Event pop_front();                        // with mu_ held, events queued
 };
 
 }  // namespace pagoda::engine

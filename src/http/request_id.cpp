@@ -1,7 +1,5 @@
 // Request ids (the contract is in http/server.h): the client's X-Request-Id when it is a
 // plain token, else a new one.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cctype>
 #include <random>
@@ -17,8 +15,17 @@ std::string request_id(const Request& req) {
                c == ':';
     });
     if (plain) return std::string(h);
+    return random_id("req-");
+}
+
+std::string random_id(std::string_view prefix) {
     static thread_local std::mt19937_64 rng(std::random_device{}());
-    return fmt::format("req-{:016x}{:08x}", rng(), uint32_t(rng()));
+    constexpr char kHex[] = "0123456789abcdef";
+    std::string id(prefix);
+    const uint64_t hi = rng(), lo = rng();
+    for (int shift = 60; shift >= 0; shift -= 4) id += kHex[(hi >> shift) & 15];
+    for (int shift = 28; shift >= 0; shift -= 4) id += kHex[(lo >> shift) & 15];
+    return id;
 }
 
 }  // namespace pagoda::http

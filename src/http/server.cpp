@@ -75,6 +75,18 @@ asio::awaitable<void> linger_close(beast::tcp_stream& stream, size_t max_bytes) 
 // A chunk's end ("\r\n"), then the terminator that ends a chunked body ("0\r\n\r\n").
 constexpr char kChunkEnd[] = "\r\n0\r\n\r\n";
 
+// A chunk's size line: the size in hex and CRLF.
+void append_chunk_size(std::string& out, size_t n) {
+    char digits[2 * sizeof(size_t)];
+    size_t k = 0;
+    do {
+        digits[k++] = "0123456789abcdef"[n & 15];
+        n >>= 4;
+    } while (n != 0);
+    while (k > 0) out += digits[--k];
+    out += "\r\n";
+}
+
 // One deferred answer on one connection. Producers (any thread) queue items; the
 // connection's coroutine writes them.
 class ResponderImpl : public Responder, public std::enable_shared_from_this<ResponderImpl> {
@@ -207,13 +219,16 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             co_return co_await write_full(stream, it.full, keep_alive && !watch.got_data, version);
         }
         if (it.kind == Item::kHead) {
-            std::string head = fmt::format(
-                "HTTP/1.1 {} {}\r\nServer: pagoda\r\nContent-Type: {}\r\n"
-                "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n",
-                it.full.status, reason(it.full.status), it.full.content_type);
+            std::string head = "HTTP/1.1 ";
+            head += std::to_string(it.full.status);
+            head += ' ';
+            head += reason(it.full.status);
+            head += "\r\nServer: pagoda\r\nContent-Type: ";
+            head += it.full.content_type;
+            head += "\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n";
             for (const auto& [k, v] : it.full.headers) head += k + ": " + v + "\r\n";
             head += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-            if (!it.data.empty()) head += fmt::format("{:x}\r\n", it.data.size());
+            if (!it.data.empty()) append_chunk_size(head, it.data.size());
             // The first chunk (and the terminator) with the head: one write.
             const std::array<asio::const_buffer, 3> framed = {
                 asio::buffer(head), asio::buffer(it.data),
@@ -223,7 +238,8 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 co_await asio::async_write(stream, framed, asio::as_tuple(asio::use_awaitable));
             streaming = true;
         } else if (it.kind == Item::kChunk && streaming) {
-            const std::string size = fmt::format("{:x}\r\n", it.data.size());
+            std::string size;
+            append_chunk_size(size, it.data.size());
             // "\r\n" ends the chunk; "0\r\n\r\n" after it is the terminator (Item::last).
             const std::array<asio::const_buffer, 3> framed = {
                 asio::buffer(size), asio::buffer(it.data),

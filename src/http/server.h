@@ -78,6 +78,8 @@ using Handler = std::function<Reply(const Request&)>;
 // The request's id for logs and the X-Request-Id answer: the client's X-Request-Id when it
 // is a plain token (letters, digits, -_.:, at most 128 characters), else a new "req-..." one.
 std::string request_id(const Request& req);
+// `prefix` and 24 random hex digits (96 bits): request and completion ids.
+std::string random_id(std::string_view prefix);
 
 struct ServerOptions {
     std::string host = "127.0.0.1";

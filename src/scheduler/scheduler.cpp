@@ -385,12 +385,18 @@ void Scheduler::admit_waiting(Step& st) {
 }
 
 void Scheduler::on_step_done(const BatchPlan& plan) {
+    const int64_t bs = blocks_->block_size();
     for (const ScheduledSeq& x : plan.seqs) {
         Sequence* s = get(x.id);
         if (s == nullptr || s->state != Sequence::State::kRunning) continue;
+        const int64_t before = s->num_computed;
         s->num_computed = x.pos_start + x.num_tokens;
         s->scheduled_once = true;
-        blocks_->publish(s->id, s->tokens, s->num_computed);
+        // Blocks are published as they fill: a step that filled none has nothing to add
+        // (most decode steps; the block manager's lookup is per sequence).
+        if (s->num_computed / bs != before / bs) {
+            blocks_->publish(s->id, s->tokens, s->num_computed);
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <span>
 
 #include "base/log.h"
 #include "server/api_error.h"
@@ -17,11 +18,6 @@ namespace pagoda::server {
 
 using engine::Clock;
 using engine::FinishReason;
-
-std::string random_id(const char* prefix) {
-    static thread_local std::mt19937_64 rng(std::random_device{}());
-    return fmt::format("{}{:016x}{:08x}", prefix, rng(), uint32_t(rng()));
-}
 
 namespace {
 
@@ -79,7 +75,7 @@ class Call : public std::enable_shared_from_this<Call> {
           token_ids_(pr.return_token_ids),
           want_logprobs_(chat_ ? pr.chat_logprobs : pr.sampling.logprobs >= 0),
           n_(pr.sampling.n),
-          id_(random_id(chat_ ? "chatcmpl-" : "cmpl-")),
+          id_(http::random_id(chat_ ? "chatcmpl-" : "cmpl-")),
           created_(unix_now()),
           chunk_prefix_(fmt::format(
               "data: {{\"id\":\"{}\",\"object\":\"{}\",\"created\":{},\"model\":{},"
@@ -213,12 +209,17 @@ class Call : public std::enable_shared_from_this<Call> {
 void Call::on_event(size_t p, const engine::Event& ev) {
     const size_t index = p * size_t(n_) + size_t(ev.index);
     ChoiceState& c = choices_[index];
-    if (!ev.token_ids.empty()) {
-        if (c.last_token_time != Clock::time_point{}) {
-            prompts_[p].itl.push_back(
-                std::chrono::duration<double>(ev.time - c.last_token_time).count());
+    if (!ev.token_ids.empty()) {  // one gap per step (a gathered event has several)
+        const std::span<const Clock::time_point> times =
+            ev.step_times.empty() ? std::span<const Clock::time_point>(&ev.time, 1)
+                                  : std::span<const Clock::time_point>(ev.step_times);
+        for (const Clock::time_point t : times) {
+            if (c.last_token_time != Clock::time_point{}) {
+                prompts_[p].itl.push_back(
+                    std::chrono::duration<double>(t - c.last_token_time).count());
+            }
+            c.last_token_time = t;
         }
-        c.last_token_time = ev.time;
     }
     if (!stream_) c.text += ev.text;  // a whole body's text (a stream's goes out as it comes)
     std::string tool_text;
@@ -501,8 +502,10 @@ http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin
     const auto& mc = ctx.engine.model().config();
     const bool chat = endpoint == Endpoint::kChatCompletions;
     // The body again with its key order kept (a tool's parameters in the prompt, a schema's
-    // properties in the output).
-    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
+    // properties in the output), where it matters: chat messages and shaped outputs.
+    const nlohmann::ordered_json ordered =
+        chat || shapes_output(*body) ? nlohmann::ordered_json::parse(req.body, nullptr, false)
+                                     : nlohmann::ordered_json();
     // generation_config.json's defaults under the fields the request sets.
     const model::GenerationDefaults& gd = ctx.engine.model().generation_defaults();
     engine::SamplingParams defaults;

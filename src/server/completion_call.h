@@ -53,9 +53,6 @@ struct CallContext {
     int stream_interval = 1;           // a stream's tokens per write (--stream-interval)
 };
 
-// PREFIX followed by 24 random hex digits ("cmpl-...", "req-...").
-std::string random_id(const char* prefix);
-
 // Validates the body, submits every prompt and returns the deferred reply (or the error).
 http::Reply start_completion(const http::Request& req, Endpoint endpoint, Origin origin,
                              const CallContext& ctx);

@@ -271,6 +271,10 @@ std::optional<RequestError> check_prompts(const ParsedRequest& out, bool chat, b
 // Structured outputs and tools: the grammar the output must follow, compiled (or cached).
 std::optional<RequestError> read_constraint(const json& j, bool chat, const RequestLimits& limits,
                                             ParsedRequest& out) {
+    if (!shapes_output(j)) {  // free text: nothing to read in key order
+        out.tools.parser = limits.tool_parser;
+        return std::nullopt;
+    }
     auto shape =
         read_output_shape(limits.ordered_body ? *limits.ordered_body : nlohmann::ordered_json(j),
                           chat, limits.tool_parser);

@@ -263,23 +263,34 @@ void read_tool_choice(const ojson& body, OutputShape& out) {
 
 }  // namespace
 
+using ShapeReader = void (*)(const ojson&, const std::string&, OutputShape&);
+// The fields that constrain the output, each with its reader.
+const std::pair<const char*, ShapeReader> kShapeFields[] = {
+    {"response_format",
+     [](const ojson& v, const std::string&, OutputShape& o) { read_response_format(v, o); }},
+    {"guided_json", read_json},
+    {"guided_regex", read_regex},
+    {"guided_choice", read_choice},
+    {"guided_grammar", read_grammar},
+    {"structured_outputs",
+     [](const ojson& v, const std::string&, OutputShape& o) { read_structured_outputs(v, o); }},
+};
+
+bool shapes_output(const nlohmann::json& body) {
+    if (!body.is_object()) return false;
+    for (const auto& [name, reader] : kShapeFields) {
+        if (body.contains(name)) return true;
+    }
+    return body.contains("tools") || body.contains("tool_choice") ||
+           body.contains("parallel_tool_calls");
+}
+
 std::variant<OutputShape, RequestError> read_output_shape(const ojson& body, bool chat,
                                                           ToolParser parser) {
     OutputShape out;
     out.tools.parser = parser;
     try {
-        using Reader = void (*)(const ojson&, const std::string&, OutputShape&);
-        static const std::pair<const char*, Reader> kFields[] = {
-            {"response_format", [](const ojson& v, const std::string&,
-                                   OutputShape& o) { read_response_format(v, o); }},
-            {"guided_json", read_json},
-            {"guided_regex", read_regex},
-            {"guided_choice", read_choice},
-            {"guided_grammar", read_grammar},
-            {"structured_outputs", [](const ojson& v, const std::string&,
-                                      OutputShape& o) { read_structured_outputs(v, o); }},
-        };
-        for (const auto& [name, reader] : kFields) {
+        for (const auto& [name, reader] : kShapeFields) {
             auto it = body.find(name);
             if (it == body.end() || it->is_null()) continue;
             if (!out.field.empty()) {

@@ -60,6 +60,10 @@ struct OutputShape {
     ToolRequest tools;
 };
 
+// Whether the body has a field read_output_shape reads (structured outputs, tools): a body
+// without one shapes nothing and need not be read in key order.
+bool shapes_output(const nlohmann::json& body);
+
 // Reads the fields above (the body as ordered JSON, so schema properties keep their
 // order); errors are 400s naming the field and the reason.
 std::variant<OutputShape, RequestError> read_output_shape(const nlohmann::ordered_json& body,

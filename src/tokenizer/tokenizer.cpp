@@ -58,6 +58,7 @@ struct Candidate {
 
 std::vector<Symbol> split_chars(std::string_view s) {
     std::vector<Symbol> syms;
+    syms.reserve(s.size());  // at most one symbol a byte: no regrowth
     size_t i = 0;
     while (i < s.size()) {
         const size_t n = std::min(utf8_lead_len(uint8_t(s[i])), s.size() - i);
@@ -72,7 +73,9 @@ std::vector<Symbol> split_chars(std::string_view s) {
 // candidate's priority and token, or nullopt when they cannot merge.
 template <typename ScoreFn>
 void merge_symbols(std::vector<Symbol>& syms, ScoreFn score) {
-    std::priority_queue<Candidate> q;
+    std::vector<Candidate> store;
+    store.reserve(syms.size() * 2);  // a pair of neighbours per symbol, and the merges' new ones
+    std::priority_queue<Candidate> q(std::less<Candidate>(), std::move(store));
     auto try_add = [&](int left) {
         if (left < 0) return;
         const int right = syms[size_t(left)].next;
