@@ -30,6 +30,7 @@ uint64_t pair_key(TokenId a, TokenId b) { return uint64_t(uint32_t(a)) << 32 | u
 // A one- to three-byte UTF-8 character's code point (U+2581, SPM's space, is three), or
 // kSpmCharTable when `s` is anything else.
 constexpr uint32_t kSpmCharTable = 0x3000;
+constexpr std::string_view kSpmSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
 uint32_t short_char(std::string_view s) {
     const auto b = [&](size_t i) { return uint32_t(uint8_t(s[i])); };
     if (s.size() == 1 && b(0) < 0x80) return b(0);
@@ -124,7 +125,15 @@ Result<Tokenizer> Tokenizer::from_gguf(const formats::GgufFile& g) {
 void Tokenizer::build_spm_pairs() {
     const auto& ids = vocab_.token_to_id;
     spm_chars_.assign(kSpmCharTable, kNoToken);
+    spm_words_ = true;
     for (const auto& [text, id] : ids) {
+        for (size_t p = text.find(kSpmSpace, 1); p != std::string::npos;
+             p = text.find(kSpmSpace, p + 1)) {
+            if (p < kSpmSpace.size() ||
+                text.compare(p - kSpmSpace.size(), kSpmSpace.size(), kSpmSpace) != 0) {
+                spm_words_ = false;  // a token joins a word's start to what comes before
+            }
+        }
         const uint32_t c = short_char(text);
         if (c < kSpmCharTable) spm_chars_[c] = id;
         for (size_t i = 1; i < text.size(); ++i) {
@@ -136,7 +145,23 @@ void Tokenizer::build_spm_pairs() {
     }
 }
 
+// A word starts at each "▁" that follows another character than "▁"
+// (spm_words_: no merge crosses there; UTF-8 is self-synchronising, so the three bytes
+// before are that character exactly when they spell it).
 void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) const {
+    if (!spm_words_) return encode_spm_piece(text, out);
+    const size_t w = kSpmSpace.size();
+    size_t start = 0;
+    for (size_t p = text.find(kSpmSpace, 1); p != std::string_view::npos;
+         p = text.find(kSpmSpace, p + w)) {
+        if (p >= w && text.substr(p - w, w) == kSpmSpace) continue;
+        encode_spm_piece(text.substr(start, p - start), out);
+        start = p;
+    }
+    encode_spm_piece(text.substr(start), out);
+}
+
+void Tokenizer::encode_spm_piece(std::string_view text, std::vector<TokenId>& out) const {
     std::vector<Symbol> syms = split_chars(text);
     const auto& ids = vocab_.token_to_id;
     for (Symbol& c : syms) {
@@ -221,10 +246,10 @@ void Tokenizer::encode_fragment(std::string_view text, bool first,
     if (vocab_.kind == TokenizerKind::kSpm) {
         std::string escaped;
         escaped.reserve(text.size() + 4);
-        if (vocab_.add_space_prefix && first) escaped += "\xe2\x96\x81";
+        if (vocab_.add_space_prefix && first) escaped += kSpmSpace;
         for (char c : text) {
             if (c == ' ') {
-                escaped += "\xe2\x96\x81";  // U+2581
+                escaped += kSpmSpace;
             } else {
                 escaped += c;
             }

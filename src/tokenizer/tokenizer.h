@@ -37,17 +37,22 @@ class Tokenizer {
     std::string token_bytes(TokenId id, SkipSpecial skip = SkipSpecial::kYes) const;
 
     const Vocab& vocab() const { return vocab_; }
-    // For tests: SPM candidate merges looked up by text only (the path the pair table
-    // stands in for), to check that both give the same tokens.
+    // For tests: SPM candidate merges looked up by text only, over the whole text (the path
+    // the pair table and the word split stand in for), to check that both give the same
+    // tokens.
     void drop_spm_pairs() {
         spm_pairs_.clear();
         spm_chars_.clear();
+        spm_words_ = false;
     }
     std::string kind_name() const { return vocab_.model_name; }
+    // SPM: whether text is encoded a word at a time (no token crosses a word's start).
+    bool spm_word_split() const { return spm_words_; }
 
   private:
     void build_spm_pairs();
     void encode_spm(std::string_view text, std::vector<TokenId>& out) const;
+    void encode_spm_piece(std::string_view text, std::vector<TokenId>& out) const;
     void encode_bpe_word(std::string_view word, std::vector<TokenId>& out) const;
     void encode_fragment(std::string_view text, bool first, std::vector<TokenId>& out) const;
 
@@ -57,6 +62,10 @@ class Tokenizer {
     // such pair of tokens; candidate merges of two tokens are looked up here by id.
     std::unordered_map<uint64_t, TokenId> spm_pairs_;
     std::vector<TokenId> spm_chars_;  // SPM: code point (below U+3000) -> its token, if any
+    // SPM: no token has "▁" after another character than "▁", so no merge crosses
+    // the start of a word ("▁" after a character that is not one): words are encoded
+    // apart, each with a short merge queue.
+    bool spm_words_ = false;
 };
 
 }  // namespace pagoda::tokenizer

@@ -203,12 +203,13 @@ rc::Gen<std::string> utf8_strings() {
 
 // SPM looks candidate merges up by the two tokens' ids (a table built at load); by text,
 // the tokens must be the same.
-TEST(Tokenizer, SpmPairTableGivesTheTokensTextLookupsGive) {
+TEST(Tokenizer, SpmPairTableAndWordSplitGiveTheTokensWholeTextLookupsGive) {
     for (const char* name :
          {"stories260K.gguf", "ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"}) {
         auto fast = load(vocab_path(name)), slow = load(vocab_path(name));
         ASSERT_NE(fast, nullptr);
         ASSERT_NE(slow, nullptr);
+        EXPECT_TRUE(fast->tok->spm_word_split()) << name;
         slow->tok->drop_spm_pairs();
         const bool ok = rc::check(std::string("pair table == text lookups for ") + name, [&]() {
             const std::string s = *utf8_strings();
@@ -219,6 +220,11 @@ TEST(Tokenizer, SpmPairTableGivesTheTokensTextLookupsGive) {
             "Once upon a time, there was a little girl named Lily. She "
             "loved to play outside in the sunshine.";
         EXPECT_EQ(fast->tok->encode(story), slow->tok->encode(story));
+        // Runs of spaces (tokens of several U+2581), spaces at both ends, words of one letter.
+        for (const std::string spaced : {"  a  b   c    d     e", " x ", "a b c d e f g",
+                                         "\n  if (x)   {\n    return  y;\n  }\n"}) {
+            EXPECT_EQ(fast->tok->encode(spaced), slow->tok->encode(spaced)) << name;
+        }
         // Bytes that are no character: overlong (of "a"), cut short, stray continuation bytes.
         for (const std::string odd : {"\xC1\xA1"
                                       "a b",
