@@ -54,6 +54,23 @@ code=$(post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 8, "n"
 expect_eq "n=3 gives 3 choices" "$(jq_ '[c["index"] for c in d["choices"]]' <"$TMP/body")" "[0, 1, 2]"
 post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 32, "temperature": 0, "stop": ["little girl"]}' >/dev/null
 expect_eq "stop string" "$(jq_ '(d["choices"][0]["text"], d["choices"][0]["finish_reason"], d["choices"][0]["stop_reason"])' <"$TMP/body")" "(', there was a ', 'stop', 'little girl')"
+# ... streamed: the same text, and the last chunk has the finish and the stop string; a
+# streamed chat's last chunk has the finish ("length").
+curl -sN "$(URL /v1/completions)" -d '{"prompt": "Once upon a time", "max_tokens": 32, "temperature": 0, "stop": ["little girl"], "stream": true}' >"$TMP/stop_sse"
+curl -sN "$(URL /v1/chat/completions)" -d '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0, "stream": true}' >"$TMP/chat_end_sse"
+ends=$(python3 - "$TMP/stop_sse" "$TMP/chat_end_sse" <<'PY'
+import json, sys
+def chunks(path):
+    return [json.loads(l[6:]) for l in open(path) if l.startswith("data: {")]
+c = chunks(sys.argv[1])
+text = "".join(ch["choices"][0]["text"] for ch in c)
+last = c[-1]["choices"][0]
+chat_last = chunks(sys.argv[2])[-1]["choices"][0]
+print(json.dumps([text, last["finish_reason"], last.get("stop_reason"),
+                  chat_last["finish_reason"]]))
+PY
+)
+expect_eq "streamed stop string and chat end" "$ends" '[", there was a ", "stop", "little girl", "length"]'
 post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0, "logprobs": 2}' >/dev/null
 expect_eq "completions logprobs" "$(jq_ '(len(d["choices"][0]["logprobs"]["token_logprobs"]), len(d["choices"][0]["logprobs"]["top_logprobs"][0]))' <"$TMP/body")" "(4, 2)"
 post /v1/completions '{"prompt": ["Once upon a time", [1, 403, 407, 261, 378]], "max_tokens": 32, "temperature": 0}' >/dev/null
@@ -89,9 +106,9 @@ head -c 9000000 /dev/zero | tr '\0' 'a' >"$TMP/big"
 code=$(curl -s -o "$TMP/body" -w '%{http_code}' "$(URL /v1/completions)" --data-binary @"$TMP/big")
 expect_eq "413 body too large" "$code" "413"
 
-# Counters add up: 9 generation requests so far (the list of 2 prompts counts as 2).
+# Counters add up: 11 generation requests so far (the list of 2 prompts counts as 2).
 total=$(curl -s "$(URL /metrics)" | grep '^vllm:request_success_total' | awk '{s += $2} END {print s}')
-expect_eq "finished requests = requests sent" "$total" "9"
+expect_eq "finished requests = requests sent" "$total" "11"
 
 # 7. Disconnects: 20 streaming clients dropped mid-stream free every block.
 CP=()
@@ -112,7 +129,7 @@ expect_eq "20 dropped streams: nothing running" "$running" "0"
 cancelled=$(curl -s "$(URL /metrics)" | grep '^vllm:request_success_total{.*finished_reason="cancelled"' | awk '{print $2}')
 total=$(curl -s "$(URL /metrics)" | grep '^vllm:request_success_total' | awk '{s += $2} END {print s}')
 # Every dropped stream that reached the engine (some may be dropped before being sent) ended cancelled.
-[ "${cancelled:-0}" -ge 1 ] && [ "$total" == "$((9 + cancelled))" ] &&
+[ "${cancelled:-0}" -ge 1 ] && [ "$total" == "$((11 + cancelled))" ] &&
     ok "dropped streams all ended cancelled ($cancelled of 20 reached the engine)" ||
     bad "dropped streams counted as cancelled" "cancelled=$cancelled total=$total"
 

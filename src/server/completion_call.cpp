@@ -83,11 +83,13 @@ class Call : public std::enable_shared_from_this<Call> {
               id_, chat_ ? "chat.completion.chunk" : "text_completion", created_,
               json(ctx.served_model_name).dump(-1, ' ', false, json::error_handler_t::replace))) {
         ChoiceState blank;
-        blank.logprobs = chat_ ? json{{"content", json::array()}}
-                               : json{{"tokens", json::array()},
-                                      {"token_logprobs", json::array()},
-                                      {"top_logprobs", json::array()},
-                                      {"text_offset", json::array()}};
+        if (want_logprobs_) {
+            blank.logprobs = chat_ ? json{{"content", json::array()}}
+                                   : json{{"tokens", json::array()},
+                                          {"token_logprobs", json::array()},
+                                          {"top_logprobs", json::array()},
+                                          {"text_offset", json::array()}};
+        }
         choices_.assign(pr.prompts.size() * size_t(n_), blank);
         if (chat_ && pr.tools.choice != ToolChoice::kNone) {
             for (auto& c : choices_) c.tools = std::make_shared<ToolCallStream>(pr.tools);
@@ -143,24 +145,47 @@ class Call : public std::enable_shared_from_this<Call> {
                 {"created", created_},
                 {"model", ctx_.served_model_name}};
     }
-    // The common streamed chunk (text only: no logprobs, tool calls, token ids or finish)
-    // written straight into its SSE line, no JSON value built per token. False: the text is
-    // not valid UTF-8 (the JSON path replaces what is not).
-    bool send_text_chunk(size_t index, ChoiceState& c, const std::string& text) {
-        if (!tokenizer::is_valid_utf8(text)) return false;
+    // The common streamed chunk (text, and the finish when `finish` is set; no logprobs,
+    // tool calls or token ids) written straight into its SSE line, no JSON value built.
+    // False: a text or stop string that is not valid UTF-8 (the JSON path replaces what is
+    // not).
+    bool send_text_chunk(size_t index, ChoiceState& c, const std::string& text,
+                         const ChoiceState* finish) {
+        if (!tokenizer::is_valid_utf8(text) ||
+            (finish && !tokenizer::is_valid_utf8(finish->stop_reason))) {
+            return false;
+        }
         std::string& out = out_;
         out += chunk_prefix_;
         out += std::to_string(index);
         if (chat_) {
-            out += c.role_sent ? ",\"delta\":{\"content\":\""
-                               : ",\"delta\":{\"role\":\"assistant\",\"content\":\"";
+            out += c.role_sent ? ",\"delta\":{" : ",\"delta\":{\"role\":\"assistant\"";
+            // The end's delta has content only when text came with it (as the JSON path).
+            if (!finish || !text.empty()) {
+                out += c.role_sent ? "\"content\":\"" : ",\"content\":\"";
+                append_json_escaped(out, text);
+                out += '"';
+            }
+            out += '}';
             c.role_sent = true;
         } else {
             out += ",\"text\":\"";
+            append_json_escaped(out, text);
+            out += '"';
+            if (finish && !finish->stop_reason.empty()) {
+                out += ",\"stop_reason\":\"";
+                append_json_escaped(out, finish->stop_reason);
+                out += '"';
+            }
         }
-        append_json_escaped(out, text);
-        out += chat_ ? "\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n"
-                     : "\",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+        out += ",\"logprobs\":null,\"finish_reason\":";
+        if (finish) {
+            out += '"';
+            append_json_escaped(out, finish->finish);
+            out += "\"}]}\n\n";
+        } else {
+            out += "null}]}\n\n";
+        }
         return true;
     }
     void send_chunk(const json& j) {
@@ -293,8 +318,8 @@ void Call::add_logprobs(ChoiceState& c, const engine::Event& ev, json* delta) {
 
 void Call::stream_chunk(size_t index, ChoiceState& c, const engine::Event& ev, const json& delta_lp,
                         const std::string& text, const json& tool_calls) {
-    if (!ev.finish && delta_lp.is_null() && tool_calls.empty() && !token_ids_ &&
-        send_text_chunk(index, c, text)) {
+    if (delta_lp.is_null() && tool_calls.empty() && !token_ids_ &&
+        send_text_chunk(index, c, text, ev.finish ? &c : nullptr)) {
         return;
     }
     json choice = {{"index", index},
