@@ -252,6 +252,8 @@ class Engine {
     std::vector<float> logits_;
     std::vector<int32_t> device_tokens_;  // per logits row, when the backend samples on device
     std::vector<SampledToken> sampled_;   // this step's tokens (step()'s scratch)
+    // by_seq_ of each of the step's plan.seqs, looked up once (build_batch); req null: none.
+    std::vector<SampleRef> step_refs_;
     std::vector<int32_t> end_tokens_;
     EngineStats totals_;
     std::unique_ptr<grammar::TokenTrie> trie_;  // built at the first constrained request

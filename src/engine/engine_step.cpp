@@ -230,8 +230,9 @@ void Engine::build_batch(const scheduler::BatchPlan& plan, Clock::time_point now
     batch_.seqs.clear();
     batch_.logits_rows.clear();
     batch_.greedy_rows.clear();
+    step_refs_.clear();
     for (const auto& x : plan.seqs) {
-        const scheduler::Sequence* s = sched_->get(x.id);
+        const scheduler::Sequence* s = x.seq != nullptr ? x.seq : sched_->get(x.id);
         PAGODA_CHECK(s != nullptr) << "scheduled sequence " << x.id << " is unknown";
         model::SeqSpan span;
         span.token_start = batch_.num_tokens();
@@ -242,16 +243,18 @@ void Engine::build_batch(const scheduler::BatchPlan& plan, Clock::time_point now
                                 s->tokens.begin() + x.pos_start + x.num_tokens);
         batch_.seqs.push_back(span);
         auto it = by_seq_.find(x.id);
+        step_refs_.push_back(it != by_seq_.end() ? it->second : SampleRef{});
+        const SampleRef& ref = step_refs_.back();
         if (x.sample) {  // a decode's drafts: every row (the last token's, then each draft's)
             for (int i = x.num_draft; i >= 0; --i)
                 batch_.logits_rows.push_back(span.token_start + x.num_tokens - 1 - i);
-            const bool greedy = x.num_draft == 0 && it != by_seq_.end() &&
-                                greedy_on_device(*it->second.req, it->second.sample);
+            const bool greedy =
+                x.num_draft == 0 && ref.req != nullptr && greedy_on_device(*ref.req, ref.sample);
             batch_.greedy_rows.resize(batch_.logits_rows.size(), greedy ? 1 : 0);
         }
-        if (it != by_seq_.end() && !it->second.req->t.scheduled) {
-            it->second.req->t.scheduled = true;
-            it->second.req->t.first_scheduled = now;
+        if (ref.req != nullptr && !ref.req->t.scheduled) {
+            ref.req->t.scheduled = true;
+            ref.req->t.first_scheduled = now;
         }
     }
 }
@@ -262,26 +265,27 @@ void Engine::build_batch(const scheduler::BatchPlan& plan, Clock::time_point now
 void Engine::sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledToken>& out) {
     const size_t vocab = size_t(model_->config().vocab_size);
     size_t row = 0;
-    for (const auto& x : plan.seqs) {
+    for (size_t k = 0; k < plan.seqs.size(); ++k) {
+        const scheduler::ScheduledSeq& x = plan.seqs[k];
         if (!x.sample) continue;
         const float* logits = logits_.data() + row * vocab;
         row += size_t(1 + x.num_draft);
-        auto it = by_seq_.find(x.id);
-        if (it == by_seq_.end()) continue;
-        LiveRequest& r = *it->second.req;
+        const SampleRef ref = step_refs_[k];
+        if (ref.req == nullptr) continue;
+        LiveRequest& r = *ref.req;
         if (x.num_draft > 0) {
-            push_verified(x, r, it->second.sample, logits, out);
+            push_verified(x, r, ref.sample, logits, out);
             continue;
         }
         // The backend sampled this row itself (a greedy row's logits are not written).
         const bool device = batch_.greedy_rows[row - 1] != 0 && device_tokens_.size() >= row;
-        const scheduler::Sequence* s = sched_->get(x.id);
+        const scheduler::Sequence* s = x.seq != nullptr ? x.seq : sched_->get(x.id);
         std::span<const int32_t> prompt(s->tokens.data(), size_t(s->num_prompt_tokens));
         // The first sample's prompt is computed: the others fork from it and sample too.
-        const bool fork = it->second.sample == 0 && !r.forked && r.samples.size() > 1;
+        const bool fork = ref.sample == 0 && !r.forked && r.samples.size() > 1;
         if (fork) fork_samples(r, x.id);
         for (size_t i = 0; i < r.samples.size(); ++i) {
-            if (fork ? r.samples[i].done : int(i) != it->second.sample) continue;
+            if (fork ? r.samples[i].done : int(i) != ref.sample) continue;
             const std::span<const uint8_t> allowed = allowed_tokens(r, r.samples[i]);
             if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), 1) == allowed.end()) {
                 out.push_back({&r, int(i), kNoAllowedToken, logits});
@@ -464,11 +468,11 @@ std::vector<LiveRequest*> Engine::stepped_requests(const scheduler::BatchPlan& p
                                                    const StepTimings& t) {
     std::vector<LiveRequest*> out;
     double context_tokens = 0;
-    for (const auto& x : plan.seqs) {
+    for (size_t k = 0; k < plan.seqs.size(); ++k) {
+        const scheduler::ScheduledSeq& x = plan.seqs[k];
         context_tokens += double(x.pos_start + x.num_tokens);
-        auto it = by_seq_.find(x.id);
-        if (it == by_seq_.end() || it->second.req->last_step == step_no_) continue;
-        LiveRequest* r = it->second.req;
+        LiveRequest* r = k < step_refs_.size() ? step_refs_[k].req : nullptr;
+        if (r == nullptr || r->last_step == step_no_) continue;
         r->last_step = step_no_;
         r->t.schedule_s += t.schedule_s;
         r->t.forward_s += t.forward_s;

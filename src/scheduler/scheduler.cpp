@@ -253,9 +253,10 @@ struct Scheduler::Step {
             n = std::min<int64_t>(n, k.long_prefill_token_threshold);
         return n;
     }
-    void push(const Sequence* s, int64_t n, bool decode) {
+    void push(Sequence* s, int64_t n, bool decode) {
         ScheduledSeq x;
         x.id = s->id;
+        x.seq = s;
         x.pos_start = int32_t(s->num_computed);
         x.num_tokens = int32_t(n);
         x.sample = decode || s->num_computed + n == int64_t(s->tokens.size());
@@ -387,7 +388,7 @@ void Scheduler::admit_waiting(Step& st) {
 void Scheduler::on_step_done(const BatchPlan& plan) {
     const int64_t bs = blocks_->block_size();
     for (const ScheduledSeq& x : plan.seqs) {
-        Sequence* s = get(x.id);
+        Sequence* s = x.seq != nullptr ? x.seq : get(x.id);
         if (s == nullptr || s->state != Sequence::State::kRunning) continue;
         const int64_t before = s->num_computed;
         s->num_computed = x.pos_start + x.num_tokens;

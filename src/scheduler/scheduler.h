@@ -88,6 +88,10 @@ struct Sequence {
 
 struct ScheduledSeq {
     SeqId id = kvcache::kNoSeq;
+    // The sequence itself (no lookup by id on the step's hot path): valid from schedule()
+    // until the sequence finishes (finish() frees it), so for the step's forward pass,
+    // on_step_done() and sampling, not after its tokens are emitted.
+    Sequence* seq = nullptr;
     int32_t pos_start = 0;   // first position computed (= num_computed)
     int32_t num_tokens = 0;  // tokens computed this step
     bool sample = false;     // this chunk reaches the last known token: sample from its logits
