@@ -126,6 +126,7 @@ void Tokenizer::build_spm_pairs() {
     const auto& ids = vocab_.token_to_id;
     spm_chars_.assign(kSpmCharTable, kNoToken);
     spm_words_ = true;
+    word_cache_ = std::make_unique<WordCache>();
     for (const auto& [text, id] : ids) {
         for (size_t p = text.find(kSpmSpace, 1); p != std::string::npos;
              p = text.find(kSpmSpace, p + 1)) {
@@ -150,15 +151,31 @@ void Tokenizer::build_spm_pairs() {
 // before are that character exactly when they spell it).
 void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) const {
     if (!spm_words_) return encode_spm_piece(text, out);
+    std::unique_lock<std::mutex> lock;
+    if (word_cache_) lock = std::unique_lock<std::mutex>(word_cache_->mu);
+    auto word = [&](std::string_view piece) {
+        if (!word_cache_ || piece.size() > WordCache::kMaxWordBytes) {
+            return encode_spm_piece(piece, out);
+        }
+        auto& words = word_cache_->words;
+        if (auto it = words.find(std::string(piece)); it != words.end()) {
+            out.insert(out.end(), it->second.begin(), it->second.end());
+            return;
+        }
+        const size_t from = out.size();
+        encode_spm_piece(piece, out);
+        if (words.size() >= WordCache::kMaxWords) words.clear();
+        words.emplace(piece, std::vector<TokenId>(out.begin() + ptrdiff_t(from), out.end()));
+    };
     const size_t w = kSpmSpace.size();
     size_t start = 0;
     for (size_t p = text.find(kSpmSpace, 1); p != std::string_view::npos;
          p = text.find(kSpmSpace, p + w)) {
         if (p >= w && text.substr(p - w, w) == kSpmSpace) continue;
-        encode_spm_piece(text.substr(start, p - start), out);
+        word(text.substr(start, p - start));
         start = p;
     }
-    encode_spm_piece(text.substr(start), out);
+    word(text.substr(start));
 }
 
 void Tokenizer::encode_spm_piece(std::string_view text, std::vector<TokenId>& out) const {

@@ -3,6 +3,8 @@
 // ("gpt2") vocabularies read from GGUF. Immutable after load; encode/decode are
 // thread-safe. The server and engine call it; it knows nothing about models.
 
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,6 +46,7 @@ class Tokenizer {
         spm_pairs_.clear();
         spm_chars_.clear();
         spm_words_ = false;
+        word_cache_.reset();
     }
     std::string kind_name() const { return vocab_.model_name; }
     // SPM: whether text is encoded a word at a time (no token crosses a word's start).
@@ -66,6 +69,14 @@ class Tokenizer {
     // the start of a word ("▁" after a character that is not one): words are encoded
     // apart, each with a short merge queue.
     bool spm_words_ = false;
+    // SPM words already encoded, by their text (words repeat: a merge queue per word is
+    // most of encoding). Bounded: emptied when full. Shared by the threads that encode.
+    struct WordCache {
+        static constexpr size_t kMaxWords = 1 << 15, kMaxWordBytes = 48;
+        std::mutex mu;
+        std::unordered_map<std::string, std::vector<TokenId>> words;
+    };
+    std::unique_ptr<WordCache> word_cache_;
 };
 
 }  // namespace pagoda::tokenizer
