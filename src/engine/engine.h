@@ -226,7 +226,9 @@ class Engine {
     void deliver();      // pushes outbox_ to the streams; call after publish()
 
     // Ending samples and requests.
-    void emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* logits);
+    // `seq`: the sample's sequence when at hand (else looked up by id).
+    void emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* logits,
+                    const scheduler::Sequence* seq = nullptr);
     void finish_sample(LiveRequest& r, Sample& c, FinishReason why, std::string stop_reason);
     void fail_request(LiveRequest& r, FinishReason why, const std::string& error);
     void note_finished_length(const LiveRequest& r);

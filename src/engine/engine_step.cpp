@@ -294,7 +294,10 @@ void Engine::sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledTo
             const int32_t tok =
                 device ? device_tokens_[row - 1]
                        : r.samples[i].sampler->sample({logits, vocab}, prompt, r.ends, allowed);
-            out.push_back({&r, int(i), tok, logits});
+            // The row's own sequence is at hand (a fork's children have theirs).
+            scheduler::Sequence* own = int(i) == ref.sample ? x.seq : nullptr;
+            out.push_back(
+                {.req = &r, .sample = int(i), .token = tok, .logits = logits, .seq = own});
         }
     }
 }
@@ -332,12 +335,17 @@ void Engine::emit(const std::vector<SampledToken>& sampled) {
                           c.matcher->can_end() ? FinishReason::kStop : FinishReason::kError, "");
             continue;
         }
-        if (!s.appended) sched_->append_token(c.seq, s.token);
-        emit_token(*s.req, c, s.token, s.logits);
+        if (!s.appended && s.seq != nullptr) {
+            scheduler::Scheduler::append_token(*s.seq, s.token);
+        } else if (!s.appended) {
+            sched_->append_token(c.seq, s.token);
+        }
+        emit_token(*s.req, c, s.token, s.logits, s.seq);
     }
 }
 
-void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* logits) {
+void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* logits,
+                        const scheduler::Sequence* seq) {
     const SamplingParams& sp = r.req.sampling;
     const auto now = Clock::now();
     c.sampler->accept(tok);
@@ -384,7 +392,7 @@ void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* log
                       "");  // the grammar is complete: nothing can follow
         return;
     }
-    const scheduler::Sequence* seq = sched_->get(c.seq);
+    if (seq == nullptr) seq = sched_->get(c.seq);
     const bool at_context =
         seq != nullptr && int64_t(seq->tokens.size()) + 1 >= cfg_.sched.max_model_len;
     if (c.generated >= sp.max_tokens || at_context) {

@@ -18,6 +18,7 @@
 #include "engine/stop_matcher.h"
 #include "grammar/grammar.h"
 #include "kvcache/block_manager.h"
+#include "scheduler/scheduler.h"
 #include "tokenizer/detokenizer.h"
 
 namespace pagoda::engine {
@@ -68,7 +69,8 @@ struct SampledToken {
     int sample = 0;
     int32_t token = 0;  // kNoAllowedToken: the grammar left no token to sample
     const float* logits = nullptr;
-    bool appended = false;  // an accepted draft: already among the sequence's tokens
+    bool appended = false;               // an accepted draft: already among the sequence's tokens
+    scheduler::Sequence* seq = nullptr;  // the sample's sequence when the plan had it at hand
 };
 
 }  // namespace pagoda::engine

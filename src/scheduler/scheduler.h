@@ -136,6 +136,8 @@ class Scheduler {
     // After the forward: scheduled tokens are computed; full blocks join the prefix cache.
     void on_step_done(const BatchPlan& plan);
     void append_token(SeqId id, int32_t token);
+    // The same for a sequence of this step's plan (ScheduledSeq::seq): no lookup.
+    static void append_token(Sequence& s, int32_t token) { s.tokens.push_back(token); }
     // Speculative decoding. propose: `drafts` follow the sequence's tokens until verified
     // (a running decode without drafts only). settle_drafts, after the forward and before
     // on_step_done: the first `accepted` drafts of `x` were the model's own tokens and stay,
