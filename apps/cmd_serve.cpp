@@ -418,8 +418,8 @@ void add_serve(CLI::App& app, std::function<int()>& action) {
                   "Model name in the API (default: the file name)");
     c->add_option("--stream-interval", f->stream_interval,
                   "Tokens a streamed response gathers before each write (vLLM's flag): 1 sends "
-                  "every token as it comes; N sends them N at a time, cutting the front end's "
-                  "CPU per token; the first token and the end are never held back")
+                  "every token as it comes; N sends them N at a time, in one chunk, cutting the "
+                  "front end's CPU per token; the first token and the end are never held back")
         ->capture_default_str()
         ->check(CLI::Range(1, 1024));
     c->add_option("--shutdown-timeout", f->shutdown_timeout,

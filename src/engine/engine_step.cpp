@@ -355,7 +355,7 @@ void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* log
         r.t.has_token = true;
         r.t.first_token = now;
     }
-    outbox_.emplace_back(r.stream, new_event(r.index_of(c), now, step_no_));
+    outbox_.emplace_back(r.stream.get(), new_event(r.index_of(c), now, step_no_));
     Event& ev = outbox_.back().second;
     const bool past_min = c.generated > sp.min_tokens;
     const bool eog = !sp.ignore_eos &&
@@ -408,11 +408,11 @@ void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* log
 Event& Engine::event_for(LiveRequest& r, const Sample& c) {
     const int index = r.index_of(c);
     for (auto it = outbox_.rbegin(); it != outbox_.rend(); ++it) {
-        if (it->first == r.stream && it->second.index == index && !it->second.finish) {
+        if (it->first == r.stream.get() && it->second.index == index && !it->second.finish) {
             return it->second;
         }
     }
-    outbox_.emplace_back(r.stream, new_event(index, Clock::now(), step_no_));
+    outbox_.emplace_back(r.stream.get(), new_event(index, Clock::now(), step_no_));
     return outbox_.back().second;
 }
 
@@ -505,7 +505,7 @@ void Engine::add_output_time(const std::vector<LiveRequest*>& stepped, double ou
         r->t.output_s += output_s;
         if (!r->released) continue;
         for (auto& [stream, ev] : outbox_) {
-            if (ev.request_done && stream == r->stream) ev.timings.output_s = r->t.output_s;
+            if (ev.request_done && stream == r->stream.get()) ev.timings.output_s = r->t.output_s;
         }
     }
 }

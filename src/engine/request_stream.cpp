@@ -1,6 +1,8 @@
 // RequestStream: the implementation (the contract is in engine/request_stream.h).
 #include "engine/request_stream.h"
 
+#include <algorithm>
+
 namespace pagoda::engine {
 
 RequestStream::RequestStream(uint64_t id, std::shared_ptr<Intake> intake)
@@ -42,6 +44,7 @@ void RequestStream::push(Event ev) {
     if (!gatherable) return queue(&ev, nullptr);
     if (held == nullptr) {
         gathered_ = std::move(ev);
+        gathered_->token_ids.reserve(size_t(std::min(interval, 64)));
     } else {
         gather(*held, std::move(ev));
     }
