@@ -232,8 +232,7 @@ void Engine::build_batch(const scheduler::BatchPlan& plan, Clock::time_point now
     batch_.greedy_rows.clear();
     step_refs_.clear();
     for (const auto& x : plan.seqs) {
-        const scheduler::Sequence* s = x.seq != nullptr ? x.seq : sched_->get(x.id);
-        PAGODA_CHECK(s != nullptr) << "scheduled sequence " << x.id << " is unknown";
+        const scheduler::Sequence* s = x.seq;
         model::SeqSpan span;
         span.token_start = batch_.num_tokens();
         span.num_tokens = x.num_tokens;
@@ -279,7 +278,7 @@ void Engine::sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledTo
         }
         // The backend sampled this row itself (a greedy row's logits are not written).
         const bool device = batch_.greedy_rows[row - 1] != 0 && device_tokens_.size() >= row;
-        const scheduler::Sequence* s = x.seq != nullptr ? x.seq : sched_->get(x.id);
+        const scheduler::Sequence* s = x.seq;
         std::span<const int32_t> prompt(s->tokens.data(), size_t(s->num_prompt_tokens));
         // The first sample's prompt is computed: the others fork from it and sample too.
         const bool fork = ref.sample == 0 && !r.forked && r.samples.size() > 1;
@@ -479,7 +478,7 @@ std::vector<LiveRequest*> Engine::stepped_requests(const scheduler::BatchPlan& p
     for (size_t k = 0; k < plan.seqs.size(); ++k) {
         const scheduler::ScheduledSeq& x = plan.seqs[k];
         context_tokens += double(x.pos_start + x.num_tokens);
-        LiveRequest* r = k < step_refs_.size() ? step_refs_[k].req : nullptr;
+        LiveRequest* r = step_refs_[k].req;  // build_batch() filled it for this plan
         if (r == nullptr || r->last_step == step_no_) continue;
         r->last_step = step_no_;
         r->t.schedule_s += t.schedule_s;

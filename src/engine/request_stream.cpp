@@ -30,26 +30,25 @@ void gather(Event& into, Event&& ev) {
 
 void RequestStream::push(Event ev) {
     const int interval = interval_.load(std::memory_order_acquire);
-    Event* held = gathered_ ? &*gathered_ : nullptr;
     const bool gatherable = interval > 1 && queued_any_ && plain(ev);
-    if (held != nullptr && (held->index != ev.index || !gatherable)) {
+    if (gathered_ && (gathered_->index != ev.index || !gatherable)) {
         // What was gathered goes first: with this event when it ends the sample, else
         // alone (another sample's events are gathered apart).
-        queue(held, gatherable ? nullptr : &ev);
-        gathered_.reset();
-        gathered_steps_ = 0;
-        held = nullptr;
+        queue_gathered(gatherable ? nullptr : &ev);
         if (!gatherable) return;
     }
     if (!gatherable) return queue(&ev, nullptr);
-    if (held == nullptr) {
+    if (!gathered_) {
         gathered_ = std::move(ev);
         gathered_->token_ids.reserve(size_t(std::min(interval, 64)));
     } else {
-        gather(*held, std::move(ev));
+        gather(*gathered_, std::move(ev));
     }
-    if (++gathered_steps_ < interval) return;
-    queue(&*gathered_, nullptr);
+    if (++gathered_steps_ >= interval) queue_gathered(nullptr);
+}
+
+void RequestStream::queue_gathered(Event* with) {
+    queue(&*gathered_, with);
     gathered_.reset();
     gathered_steps_ = 0;
 }

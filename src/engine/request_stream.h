@@ -99,6 +99,7 @@ class RequestStream {
     bool queued_any_ = false;
 
     void queue(Event* first, Event* second);  // queues them (either may be null), notifies
+    void queue_gathered(Event* with);         // queues gathered_ (and `with`), empties it
     Event pop_front();                        // with mu_ held, events queued
 };
 

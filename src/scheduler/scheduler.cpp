@@ -388,8 +388,8 @@ void Scheduler::admit_waiting(Step& st) {
 void Scheduler::on_step_done(const BatchPlan& plan) {
     const int64_t bs = blocks_->block_size();
     for (const ScheduledSeq& x : plan.seqs) {
-        Sequence* s = x.seq != nullptr ? x.seq : get(x.id);
-        if (s == nullptr || s->state != Sequence::State::kRunning) continue;
+        Sequence* s = x.seq;
+        if (s->state != Sequence::State::kRunning) continue;
         const int64_t before = s->num_computed;
         s->num_computed = x.pos_start + x.num_tokens;
         s->scheduled_once = true;

@@ -88,8 +88,8 @@ struct Sequence {
 
 struct ScheduledSeq {
     SeqId id = kvcache::kNoSeq;
-    // The sequence itself (no lookup by id on the step's hot path): valid from schedule()
-    // until the sequence finishes (finish() frees it), so for the step's forward pass,
+    // The sequence itself (no lookup by id on the step's hot path; always set): valid from
+    // schedule() until the sequence finishes (finish() frees it), so for the step's forward pass,
     // on_step_done() and sampling, not after its tokens are emitted.
     Sequence* seq = nullptr;
     int32_t pos_start = 0;   // first position computed (= num_computed)

@@ -31,6 +31,12 @@ uint64_t pair_key(TokenId a, TokenId b) { return uint64_t(uint32_t(a)) << 32 | u
 // kSpmCharTable when `s` is anything else.
 constexpr uint32_t kSpmCharTable = 0x3000;
 constexpr std::string_view kSpmSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
+// Whether the U+2581 at s[p] starts a word: it follows a character other than U+2581 (UTF-8
+// is self-synchronising, so the three bytes before spell U+2581 exactly when they are it).
+bool word_start(std::string_view s, size_t p) {
+    return p > 0 &&
+           (p < kSpmSpace.size() || s.substr(p - kSpmSpace.size(), kSpmSpace.size()) != kSpmSpace);
+}
 uint32_t short_char(std::string_view s) {
     const auto b = [&](size_t i) { return uint32_t(uint8_t(s[i])); };
     if (s.size() == 1 && b(0) < 0x80) return b(0);
@@ -130,10 +136,7 @@ void Tokenizer::build_spm_pairs() {
     for (const auto& [text, id] : ids) {
         for (size_t p = text.find(kSpmSpace, 1); p != std::string::npos;
              p = text.find(kSpmSpace, p + 1)) {
-            if (p < kSpmSpace.size() ||
-                text.compare(p - kSpmSpace.size(), kSpmSpace.size(), kSpmSpace) != 0) {
-                spm_words_ = false;  // a token joins a word's start to what comes before
-            }
+            if (word_start(text, p)) spm_words_ = false;  // a token crosses a word's start
         }
         const uint32_t c = short_char(text);
         if (c < kSpmCharTable) spm_chars_[c] = id;
@@ -146,17 +149,13 @@ void Tokenizer::build_spm_pairs() {
     }
 }
 
-// A word starts at each "▁" that follows another character than "▁"
-// (spm_words_: no merge crosses there; UTF-8 is self-synchronising, so the three bytes
-// before are that character exactly when they spell it).
+// Word by word where no merge crosses a word's start (spm_words_, which comes with the
+// word cache).
 void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) const {
     if (!spm_words_) return encode_spm_piece(text, out);
-    std::unique_lock<std::mutex> lock;
-    if (word_cache_) lock = std::unique_lock<std::mutex>(word_cache_->mu);
+    std::lock_guard<std::mutex> lock(word_cache_->mu);
     auto word = [&](std::string_view piece) {
-        if (!word_cache_ || piece.size() > WordCache::kMaxWordBytes) {
-            return encode_spm_piece(piece, out);
-        }
+        if (piece.size() > WordCache::kMaxWordBytes) return encode_spm_piece(piece, out);
         auto& words = word_cache_->words;
         if (auto it = words.find(std::string(piece)); it != words.end()) {
             out.insert(out.end(), it->second.begin(), it->second.end());
@@ -167,11 +166,10 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) con
         if (words.size() >= WordCache::kMaxWords) words.clear();
         words.emplace(piece, std::vector<TokenId>(out.begin() + ptrdiff_t(from), out.end()));
     };
-    const size_t w = kSpmSpace.size();
     size_t start = 0;
     for (size_t p = text.find(kSpmSpace, 1); p != std::string_view::npos;
-         p = text.find(kSpmSpace, p + w)) {
-        if (p >= w && text.substr(p - w, w) == kSpmSpace) continue;
+         p = text.find(kSpmSpace, p + kSpmSpace.size())) {
+        if (!word_start(text, p)) continue;
         word(text.substr(start, p - start));
         start = p;
     }
