@@ -87,11 +87,31 @@ void append_chunk_size(std::string& out, size_t n) {
     out += "\r\n";
 }
 
+// Writes `bufs` on a non-blocking socket: at once when the socket takes them all (the usual
+// case, a chunk being far smaller than the send buffer: no wait, no completion to run), else
+// the rest when the socket can take it.
+template <class Buffers>
+asio::awaitable<boost::system::error_code> send_all(tcp::socket& sock, const Buffers& bufs) {
+    boost::system::error_code ec;
+    const size_t n = sock.write_some(bufs, ec);
+    if (!ec && n == asio::buffer_size(bufs)) co_return ec;
+    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) co_return ec;
+    beast::buffers_suffix<Buffers> rest(bufs);
+    rest.consume(ec ? 0 : n);
+    std::tie(ec, std::ignore) =
+        co_await asio::async_write(sock, rest, asio::as_tuple(asio::use_awaitable));
+    co_return ec;
+}
+
 // One deferred answer on one connection. Producers (any thread) queue items; the
 // connection's coroutine writes them.
+// The io_context whose thread is running here (set by Server::start's thread), if any.
+thread_local const asio::io_context* t_running_io = nullptr;
+
 class ResponderImpl : public Responder, public std::enable_shared_from_this<ResponderImpl> {
   public:
-    explicit ResponderImpl(asio::any_io_executor ex) : ex_(std::move(ex)), timer_(ex_) {
+    ResponderImpl(asio::any_io_executor ex, const asio::io_context& io)
+        : ex_(std::move(ex)), io_(io), timer_(ex_) {
         timer_.expires_at(asio::steady_timer::time_point::max());
     }
 
@@ -234,8 +254,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 asio::buffer(head), asio::buffer(it.data),
                 asio::buffer(&kChunkEnd[it.data.empty() ? 2 : 0],
                              (it.data.empty() ? 0 : 2) + (it.last ? 5 : 0))};
-            std::tie(ec, std::ignore) =
-                co_await asio::async_write(stream, framed, asio::as_tuple(asio::use_awaitable));
+            ec = co_await send_all(stream.socket(), framed);
             streaming = true;
         } else if (it.kind == Item::kChunk && streaming) {
             std::string size;
@@ -244,8 +263,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             const std::array<asio::const_buffer, 3> framed = {
                 asio::buffer(size), asio::buffer(it.data),
                 asio::buffer(kChunkEnd, it.last ? 7 : 2)};
-            std::tie(ec, std::ignore) =
-                co_await asio::async_write(stream, framed, asio::as_tuple(asio::use_awaitable));
+            ec = co_await send_all(stream.socket(), framed);
         } else if (it.kind == Item::kFinish) {
             if (streaming) {
                 std::tie(ec, std::ignore) = co_await asio::async_write(
@@ -309,7 +327,13 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
         }
         if (waiting_ && writable()) {
             waiting_ = false;
-            asio::post(ex_, [self = shared_from_this()] { self->timer_.cancel(); });
+            // On the connection's own thread (a pump) the waiting coroutine is woken at once;
+            // from another thread the wake goes through the executor.
+            if (t_running_io == &io_) {
+                timer_.cancel();
+            } else {
+                asio::post(ex_, [self = shared_from_this()] { self->timer_.cancel(); });
+            }
         }
     }
 
@@ -333,6 +357,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     }
 
     asio::any_io_executor ex_;
+    const asio::io_context& io_;
     asio::steady_timer timer_;
     mutable std::mutex mu_;
     std::deque<Item> items_;
@@ -415,6 +440,9 @@ struct Server::Impl {
             auto ep = sock.remote_endpoint(ec);
             if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
         }
+        // Non-blocking: streamed chunks are written at once where the socket takes them.
+        boost::system::error_code nb_ec;
+        sock.non_blocking(true, nb_ec);
         beast::tcp_stream stream(std::move(sock));
         beast::flat_buffer buf;
         for (;;) {
@@ -445,7 +473,7 @@ struct Server::Impl {
                 if (!ok || !keep_alive) break;
                 continue;
             }
-            auto responder = std::make_shared<ResponderImpl>(stream.get_executor());
+            auto responder = std::make_shared<ResponderImpl>(stream.get_executor(), io);
             reply.deferred(responder);
             const bool again = co_await responder->run(stream, keep_alive, version);
             if (!again) break;
@@ -497,6 +525,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& opts, Handler
     asio::co_spawn(im.io, im.accept_loop(), asio::detached);
     im.thread = std::thread([&im] {
         set_thread_name("pagoda-http");
+        t_running_io = &im.io;
         im.io.run();
     });
     return s;
