@@ -136,8 +136,22 @@ int32_t BlockManager::allocate(SeqId id, std::span<const int32_t> tokens, uint64
     }
     const int32_t cached = int32_t(s.table.size()) * block_size_;
     while (int64_t(s.table.size()) < need) s.table.push_back(take_fresh());
+    tally(s, +1);
     seqs_.emplace(id, std::move(s));
     return cached;
+}
+
+namespace {
+size_t length_bucket(size_t blocks) { return blocks <= 1 ? 0 : size_t(std::bit_width(blocks) - 1); }
+}  // namespace
+
+void BlockManager::tally(const Seq& s, int64_t sign) {
+    const int64_t slots = int64_t(s.table.size()) * block_size_;
+    table_slots_ += sign * slots;
+    filled_slots_ += sign * std::min(s.num_tokens, slots);
+    const size_t bucket = length_bucket(s.table.size());
+    if (length_counts_.size() <= bucket) length_counts_.resize(bucket + 1, 0);
+    length_counts_[bucket] += sign;
 }
 
 int64_t BlockManager::blocks_to_grow(SeqId id, int64_t num_tokens, int64_t write_from) const {
@@ -152,6 +166,7 @@ int64_t BlockManager::blocks_to_grow(SeqId id, int64_t num_tokens, int64_t write
 void BlockManager::grow(SeqId id, int64_t num_tokens, int64_t write_from,
                         std::vector<BlockCopy>* copies) {
     Seq& s = seq(id);
+    tally(s, -1);
     for (size_t i = size_t(write_from / block_size_); i < s.table.size(); ++i) {
         const int32_t old = s.table[i];
         if (blocks_[size_t(old)].ref <= 1) continue;
@@ -162,6 +177,7 @@ void BlockManager::grow(SeqId id, int64_t num_tokens, int64_t write_from,
     }
     while (int64_t(s.table.size()) < blocks_for(num_tokens)) s.table.push_back(take_fresh());
     s.num_tokens = std::max(s.num_tokens, num_tokens);
+    tally(s, +1);
 }
 
 void BlockManager::publish(SeqId id, std::span<const int32_t> tokens, int64_t computed) {
@@ -185,12 +201,14 @@ void BlockManager::fork(SeqId parent, SeqId child) {
     PAGODA_CHECK(!has(child)) << "sequence " << child << " already has blocks";
     Seq copy = seq(parent);
     for (int32_t b : copy.table) acquire(b);
+    tally(copy, +1);
     seqs_.emplace(child, std::move(copy));
 }
 
 void BlockManager::free(SeqId id) {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) return;
+    tally(it->second, -1);
     const BlockTable& t = it->second.table;
     for (auto b = t.rbegin(); b != t.rend(); ++b) release(*b);
     seqs_.erase(it);
@@ -222,15 +240,13 @@ BlockStats BlockManager::stats() const {
     st.used = st.total - st.free - st.cached;
     st.usage = double(st.used) / double(st.total);
     st.num_seqs = int64_t(seqs_.size());
-    st.length_histogram.assign(1, 0);
-    for (const auto& [id, s] : seqs_) {
-        st.allocated_slots += int64_t(s.table.size()) * block_size_;
-        st.filled_slots += std::min<int64_t>(s.num_tokens, int64_t(s.table.size()) * block_size_);
-        const uint64_t nb = s.table.size();
-        const size_t bucket = nb <= 1 ? 0 : size_t(std::bit_width(nb) - 1);
-        if (st.length_histogram.size() <= bucket) st.length_histogram.resize(bucket + 1, 0);
-        ++st.length_histogram[bucket];
-    }
+    st.allocated_slots = table_slots_;
+    st.filled_slots = filled_slots_;
+    // Up to the longest bucket in use (one bucket when there is no sequence).
+    size_t buckets = length_counts_.size();
+    while (buckets > 1 && length_counts_[buckets - 1] == 0) --buckets;
+    st.length_histogram.assign(length_counts_.begin(), length_counts_.begin() + ptrdiff_t(buckets));
+    if (st.length_histogram.empty()) st.length_histogram.assign(1, 0);
     st.internal_waste =
         st.allocated_slots == 0 ? 0.0 : 1.0 - double(st.filled_slots) / double(st.allocated_slots);
     st.prefix_queries = queries_;
@@ -241,11 +257,22 @@ BlockStats BlockManager::stats() const {
 
 bool BlockManager::consistent() const {
     std::vector<int32_t> refs(blocks_.size(), 0);
+    int64_t slots = 0, filled = 0;
+    std::vector<int64_t> lengths(length_counts_.size(), 0);
     for (const auto& [id, s] : seqs_) {
+        const int64_t n = int64_t(s.table.size()) * block_size_;
+        slots += n;
+        filled += std::min(s.num_tokens, n);
+        const size_t bucket = length_bucket(s.table.size());
+        if (bucket >= lengths.size()) return false;
+        ++lengths[bucket];
         for (int32_t b : s.table) {
             if (b < 0 || size_t(b) >= blocks_.size()) return false;
             ++refs[size_t(b)];
         }
+    }
+    if (slots != table_slots_ || filled != filled_slots_ || lengths != length_counts_) {
+        return false;
     }
     std::vector<int> state(blocks_.size(), 0);  // 1 free, 2 cached
     for (int32_t b : free_) {

@@ -132,6 +132,11 @@ class BlockManager {
     std::list<int32_t> lru_;  // cached blocks, least recently used first
     std::unordered_map<BlockHash, int32_t> cache_;
     std::unordered_map<SeqId, Seq> seqs_;
+    // Running sums over seqs_ for stats() (no walk per call; consistent() checks them):
+    // table slots, filled slots, and sequences per length bucket (BlockStats).
+    int64_t table_slots_ = 0, filled_slots_ = 0;
+    std::vector<int64_t> length_counts_;
+    void tally(const Seq& s, int64_t sign);  // adds (+1) or takes out (-1) one sequence
     int64_t queries_ = 0, hits_ = 0, evictions_ = 0;
 };
 

@@ -77,11 +77,7 @@ class Call : public std::enable_shared_from_this<Call> {
           n_(pr.sampling.n),
           id_(http::random_id(chat_ ? "chatcmpl-" : "cmpl-")),
           created_(unix_now()),
-          chunk_prefix_(fmt::format(
-              "data: {{\"id\":\"{}\",\"object\":\"{}\",\"created\":{},\"model\":{},"
-              "\"choices\":[{{\"index\":",
-              id_, chat_ ? "chat.completion.chunk" : "text_completion", created_,
-              json(ctx.served_model_name).dump(-1, ' ', false, json::error_handler_t::replace))) {
+          chunk_prefix_(make_chunk_prefix(id_, chat_, created_, ctx.served_model_name)) {
         ChoiceState blank;
         if (want_logprobs_) {
             blank.logprobs = chat_ ? json{{"content", json::array()}}
@@ -135,6 +131,42 @@ class Call : public std::enable_shared_from_this<Call> {
     }
 
   private:
+    // `data: {"id":..,"object":..,"created":..,"model":..,"choices":[{"index":`
+    static std::string make_chunk_prefix(const std::string& id, bool chat, int64_t created,
+                                         const std::string& model) {
+        std::string s = "data: {\"id\":\"";
+        append_json_escaped(s, id);
+        s += chat ? "\",\"object\":\"chat.completion.chunk\",\"created\":"
+                  : "\",\"object\":\"text_completion\",\"created\":";
+        s += std::to_string(created);
+        if (tokenizer::is_valid_utf8(model)) {
+            s += ",\"model\":\"";
+            append_json_escaped(s, model);
+            s += '"';
+        } else {
+            s += ",\"model\":";
+            s += json(model).dump(-1, ' ', false, json::error_handler_t::replace);
+        }
+        s += ",\"choices\":[" + std::string(kIndexOpen);
+        return s;
+    }
+    static constexpr std::string_view kIndexOpen = "{\"index\":";
+    // The usage chunk (stream_options.include_usage): no choices, the request's usage.
+    void send_usage_chunk() {
+        out_.append(chunk_prefix_, 0, chunk_prefix_.size() - kIndexOpen.size());
+        out_ += "],\"usage\":{\"prompt_tokens\":";
+        out_ += std::to_string(usage_.prompt_tokens);
+        out_ += ",\"completion_tokens\":";
+        out_ += std::to_string(usage_.completion_tokens);
+        out_ += ",\"total_tokens\":";
+        out_ += std::to_string(usage_.prompt_tokens + usage_.completion_tokens);
+        if (usage_.cached_tokens > 0) {
+            out_ += ",\"prompt_tokens_details\":{\"cached_tokens\":";
+            out_ += std::to_string(usage_.cached_tokens);
+            out_ += '}';
+        }
+        out_ += "}}\n\n";
+    }
     std::string piece(int32_t id) const {
         return tokenizer::sanitize_utf8(
             ctx_.engine.model().tokenizer().token_bytes(id, tokenizer::SkipSpecial::kNo));
@@ -425,10 +457,7 @@ void Call::finish_stream(bool failed) {
                    {"param", nullptr},
                    {"code", 500}}}});
     } else if (include_usage_) {
-        json j = chunk_head();
-        j["choices"] = json::array();
-        j["usage"] = usage_json();
-        send_chunk(j);
+        send_usage_chunk();
     }
     out_ += "data: [DONE]\n\n";
     flush();
