@@ -197,6 +197,11 @@ class Engine {
     void handle_timeouts(const scheduler::BatchPlan& plan);
     void note_admissions(const scheduler::BatchPlan& plan);
     void build_batch(const scheduler::BatchPlan& plan, Clock::time_point now);
+    // After the forward pass (in which other threads had this core), the step's
+    // per-sequence state is mostly out of the cache: fetched here in a few passes, each
+    // following the pointers the last one brought, so the misses overlap instead of
+    // coming one by one in the loops that follow.
+    void prefetch_step_state(const scheduler::BatchPlan& plan) const;
     void sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledToken>& out);
     bool greedy_on_device(const LiveRequest& r, int sample) const;
     // Speculative decoding (engine_speculate.cpp): drafts for the running greedy decodes

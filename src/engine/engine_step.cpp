@@ -58,6 +58,7 @@ void Engine::step() {
     const auto t2 = Clock::now();
     if (!fst.ok()) return fail_step(plan, {seconds(t0, t1), seconds(t1, t2), 0, 0}, fst.error());
     if (cfg_.on_forward) cfg_.on_forward(batch_, seconds(t1, t2));
+    prefetch_step_state(plan);
     verify_drafts(plan);
     sched_->on_step_done(plan);
     totals_.prompt_tokens += plan.num_prefill_tokens;
@@ -260,6 +261,38 @@ void Engine::build_batch(const scheduler::BatchPlan& plan, Clock::time_point now
 
 // ---------------------------------------------------------------------------------------
 // Sample and emit
+
+namespace {
+template <typename T>
+void prefetch_lines(const T* p, size_t bytes = sizeof(T)) {
+    const char* c = reinterpret_cast<const char*>(p);
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off);
+}
+}  // namespace
+
+void Engine::prefetch_step_state(const scheduler::BatchPlan& plan) const {
+    const size_t n = std::min(plan.seqs.size(), step_refs_.size());
+    for (size_t k = 0; k < n; ++k) {  // the sequences and requests
+        prefetch_lines(plan.seqs[k].seq, 128);
+        if (const LiveRequest* r = step_refs_[k].req) prefetch_lines(r);
+    }
+    for (size_t k = 0; k < n; ++k) {  // where tokens are appended; samples; streams
+        const scheduler::Sequence* s = plan.seqs[k].seq;
+        __builtin_prefetch(s->tokens.data() + s->tokens.size());
+        const LiveRequest* r = step_refs_[k].req;
+        if (r == nullptr) continue;
+        __builtin_prefetch(r->samples.data() + step_refs_[k].sample);
+        r->stream->prefetch(false);
+    }
+    for (size_t k = 0; k < n; ++k) {  // a sample's sampler and detokenizer; what was gathered
+        const LiveRequest* r = step_refs_[k].req;
+        if (r == nullptr || size_t(step_refs_[k].sample) >= r->samples.size()) continue;
+        const Sample& c = r->samples[size_t(step_refs_[k].sample)];
+        prefetch_lines(c.sampler.get(), sizeof(SamplingParams) + 64);
+        if (c.detok) prefetch_lines(c.detok.get());
+        r->stream->prefetch(true);
+    }
+}
 
 void Engine::sample_rows(const scheduler::BatchPlan& plan, std::vector<SampledToken>& out) {
     const size_t vocab = size_t(model_->config().vocab_size);

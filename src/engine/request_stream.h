@@ -82,6 +82,8 @@ class RequestStream {
     RequestStream(uint64_t id, std::shared_ptr<Intake> intake);
     // Engine side: appends one event (or gathers it, see set_notify) and wakes the consumer.
     void push(Event ev);
+    // Engine side: asks the cache for what push() reads (the stream, then what it gathered).
+    void prefetch(bool gathered) const;
 
   private:
     uint64_t id_ = 0;
@@ -94,9 +96,9 @@ class RequestStream {
     std::shared_ptr<const std::function<void()>> notify_;  // shared: a call copies no closure
     std::atomic<int> interval_{1};                         // read by push() without mu_
     // Engine thread only: the events gathered since the last queued one, and how many.
-    std::optional<Event> gathered_;
     int gathered_steps_ = 0;
     bool queued_any_ = false;
+    std::optional<Event> gathered_;
 
     void queue(Event* first, Event* second);  // queues them (either may be null), notifies
     void queue_gathered(Event* with);         // queues gathered_ (and `with`), empties it

@@ -88,14 +88,16 @@ class Sampler {
     int32_t draw(std::span<const float> logits);
     bool masks_end(std::span<const int32_t> end_tokens) const;  // before min_tokens
     bool reshapes(std::span<const int32_t> end_tokens) const;   // penalty, bias or end mask
+    // What every step reads first (Engine::prefetch_step_state fetches the first lines);
+    // the generator's 2.5 KB of state last.
     SamplingParams p_;
     int index_ = 0;
-    std::optional<std::mt19937_64> rng_;  // seeded at the first random draw (greedy never draws)
-    bool penalties_;                      // repetition, presence or frequency: the history is kept
-    std::unordered_map<int32_t, int> counts_;  // generated token -> occurrences
+    bool penalties_;  // repetition, presence or frequency: the history is kept
     int generated_ = 0;
+    std::unordered_map<int32_t, int> counts_;      // generated token -> occurrences
     std::vector<float> row_;                       // scratch: processed logits
     std::vector<std::pair<float, int32_t>> cand_;  // scratch
+    std::optional<std::mt19937_64> rng_;  // seeded at the first random draw (greedy never draws)
 };
 
 int32_t argmax(std::span<const float> logits);
