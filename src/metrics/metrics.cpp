@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <iterator>
 
 namespace pagoda::metrics {
 
@@ -49,49 +50,81 @@ std::string escape_label(std::string_view v) {
 }
 
 namespace {
-std::string label_text(const Labels& labels, std::string_view extra_key = {},
-                       std::string_view extra_value = {}) {
-    if (labels.empty() && extra_key.empty()) return "";
-    std::string s = "{";
+// `{k="v",...` (no closing brace; empty when there are no labels).
+void append_labels_open(std::string& out, const Labels& labels) {
     bool first = true;
     for (const auto& [k, v] : labels) {
-        if (!first) s += ",";
+        out += first ? '{' : ',';
         first = false;
-        s += k + "=\"" + escape_label(v) + "\"";
+        out += k;
+        out += "=\"";
+        out += escape_label(v);
+        out += '"';
     }
-    if (!extra_key.empty()) {
-        if (!first) s += ",";
-        s += std::string(extra_key) + "=\"" + std::string(extra_value) + "\"";
-    }
-    return s + "}";
 }
 
-std::string number(double v) {
-    if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-    if (std::isnan(v)) return "NaN";
-    if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{}", int64_t(v));
-    return fmt::format("{}", v);
+void append_number(std::string& out, double v) {
+    if (std::isinf(v)) {
+        out += v > 0 ? "+Inf" : "-Inf";
+    } else if (std::isnan(v)) {
+        out += "NaN";
+    } else if (v == std::floor(v) && std::fabs(v) < 1e15) {
+        fmt::format_to(std::back_inserter(out), "{}", int64_t(v));
+    } else {
+        fmt::format_to(std::back_inserter(out), "{}", v);
+    }
+}
+
+// `name{labels} value`, the labels' text given open (append_labels_open), closed here.
+void append_line(std::string& out, std::string_view name, std::string_view suffix,
+                 std::string_view open_labels, std::string_view extra_label, double value) {
+    out += name;
+    out += suffix;
+    if (!open_labels.empty() || !extra_label.empty()) {
+        out += open_labels.empty() ? "{" : open_labels;
+        if (!extra_label.empty()) {
+            if (!open_labels.empty()) out += ',';
+            out += extra_label;
+        }
+        out += '}';
+    }
+    out += ' ';
+    append_number(out, value);
+    out += '\n';
 }
 }  // namespace
 
 void TextWriter::family(std::string_view name, std::string_view type, std::string_view help) {
-    out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    out_ += help;
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
 }
 
 void TextWriter::sample(std::string_view name, const Labels& labels, double value) {
-    out_ += fmt::format("{}{} {}\n", name, label_text(labels), number(value));
+    std::string open;
+    append_labels_open(open, labels);
+    append_line(out_, name, "", open, "", value);
 }
 
 void TextWriter::histogram(std::string_view name, const Labels& labels, const Histogram& h) {
     const auto s = h.snapshot();
+    std::string open, le;
+    append_labels_open(open, labels);
     for (size_t i = 0; i < h.bounds().size(); ++i) {
-        out_ += fmt::format("{}_bucket{} {}\n", name,
-                            label_text(labels, "le", number(h.bounds()[i])), s.cumulative[i]);
+        le = "le=\"";
+        append_number(le, h.bounds()[i]);
+        le += '"';
+        append_line(out_, name, "_bucket", open, le, double(s.cumulative[i]));
     }
-    out_ += fmt::format("{}_bucket{} {}\n", name, label_text(labels, "le", "+Inf"),
-                        s.cumulative.back());
-    out_ += fmt::format("{}_sum{} {}\n", name, label_text(labels), number(s.sum));
-    out_ += fmt::format("{}_count{} {}\n", name, label_text(labels), s.count);
+    append_line(out_, name, "_bucket", open, "le=\"+Inf\"", double(s.cumulative.back()));
+    append_line(out_, name, "_sum", open, "", s.sum);
+    append_line(out_, name, "_count", open, "", double(s.count));
 }
 
 }  // namespace pagoda::metrics
