@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 
+#include "server/json_body.h"
+
 namespace pagoda::server {
 
 http::Response json_response(int status, const json& j) {
@@ -23,7 +25,9 @@ http::Response api_error(int status, const std::string& message, const std::stri
 
 std::optional<json> parse_body(const http::Request& req, http::Response& err) {
     try {
-        json j = json::parse(req.body);
+        // The one-pass parser decides valid bodies; nlohmann the rest (and says what is wrong).
+        std::optional<json> fast = parse_json_fast(req.body);
+        json j = fast ? std::move(*fast) : json::parse(req.body);
         if (!j.is_object()) {
             err = api_error(400, "the request body must be a JSON object", "invalid_request_error");
             return std::nullopt;
