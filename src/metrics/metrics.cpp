@@ -11,14 +11,38 @@ namespace pagoda::metrics {
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1) {}
 
-void Histogram::observe(double v) {
-    if (!(v >= 0.0))
-        v = 0.0;  // NaN and negatives count as 0 (all our observations are durations or counts)
+namespace {
+// NaN and negatives count as 0 (all our observations are durations or counts).
+double clamp_observed(double v) { return v >= 0.0 ? v : 0.0; }
+}  // namespace
+
+size_t Histogram::bucket(double v) const {
     size_t i = 0;
     while (i < bounds_.size() && v > bounds_[i]) ++i;
-    counts_[i].fetch_add(1, std::memory_order_relaxed);
+    return i;
+}
+
+void Histogram::observe(double v) {
+    v = clamp_observed(v);
+    counts_[bucket(v)].fetch_add(1, std::memory_order_relaxed);
     sum_micro_.fetch_add(uint64_t(std::llround(v * 1e6)), std::memory_order_relaxed);
     count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Histogram::observe_all(std::span<const double> vs) {
+    if (vs.empty()) return;
+    std::vector<uint64_t> n(counts_.size(), 0);
+    uint64_t sum = 0;
+    for (double v : vs) {
+        v = clamp_observed(v);
+        ++n[bucket(v)];
+        sum += uint64_t(std::llround(v * 1e6));
+    }
+    for (size_t i = 0; i < n.size(); ++i) {
+        if (n[i] != 0) counts_[i].fetch_add(n[i], std::memory_order_relaxed);
+    }
+    sum_micro_.fetch_add(sum, std::memory_order_relaxed);
+    count_.fetch_add(uint64_t(vs.size()), std::memory_order_relaxed);
 }
 
 Histogram::Snapshot Histogram::snapshot() const {

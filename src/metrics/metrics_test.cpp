@@ -17,6 +17,19 @@ TEST(Histogram, BucketsAreCumulativeWithInclusiveUpperBounds) {
     EXPECT_NEAR(s.sum, 14.5, 1e-6);
 }
 
+TEST(Histogram, ObservingAllCountsAsObservingEach) {
+    const std::vector<double> vs = {0.5, 1.0, 3.0, 10.0, -1.0, 2.0, 2.0000001, 0.0};
+    Histogram each({1.0, 2.0, 5.0}), all({1.0, 2.0, 5.0});
+    for (double v : vs) each.observe(v);
+    all.observe_all(vs);
+    all.observe_all({});
+    const auto a = all.snapshot(), e = each.snapshot();
+    EXPECT_EQ(a.cumulative, e.cumulative);
+    EXPECT_EQ(a.cumulative, (std::vector<uint64_t>{4, 5, 7, 8}));
+    EXPECT_EQ(a.count, e.count);
+    EXPECT_DOUBLE_EQ(a.sum, e.sum);
+}
+
 TEST(Histogram, ConcurrentObservationsAreAllCounted) {
     Histogram h({0.5});
     std::vector<std::thread> threads;

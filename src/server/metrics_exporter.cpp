@@ -45,7 +45,7 @@ void ServerMetrics::record_finished(const engine::Event& last, const std::vector
     }
     if (t.scheduled) queue_.observe(t.queue_seconds());
     e2e_.observe(t.e2e_seconds());
-    for (double d : itl) itl_.observe(d);
+    itl_.observe_all(itl);
     prompt_tokens_.observe(double(last.usage.prompt_tokens));
     gen_tokens_.observe(double(last.usage.completion_tokens));
     prompt_total_ += last.usage.prompt_tokens;

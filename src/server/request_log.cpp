@@ -119,7 +119,7 @@ void RequestLog::add(RequestRecord r, const std::vector<double>& itl) {
         stage_[i]->observe(s[i]);
     }
     if (r.timings.has_token) ttft_[c]->observe(r.timings.ttft_seconds());
-    for (double d : itl) itl_[c]->observe(d);
+    itl_[c]->observe_all(itl);
     e2e_[c]->observe(r.timings.e2e_seconds());
     std::lock_guard<std::mutex> lock(mu_);
     if (recent_.size() >= kCapacity) recent_.pop_front();
