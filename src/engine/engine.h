@@ -223,8 +223,9 @@ class Engine {
     void fail_step(const scheduler::BatchPlan& plan, const StepTimings& t, const Error& e);
     // The requests of this step, each once, with the step's schedule, forward and sample
     // times added to theirs; and the step's memory traffic.
-    std::vector<LiveRequest*> stepped_requests(const scheduler::BatchPlan& plan,
-                                               const StepTimings& t);
+    // (Into stepped_, whose capacity is kept across steps.)
+    const std::vector<LiveRequest*>& stepped_requests(const scheduler::BatchPlan& plan,
+                                                      const StepTimings& t);
     void add_output_time(const std::vector<LiveRequest*>& stepped, double output_s);
     void publish(const scheduler::BatchPlan& plan, const StepTimings& t);
     void publish_now();  // totals_ with the live knobs and layout, between two steps
@@ -261,6 +262,8 @@ class Engine {
     std::vector<float> logits_;
     std::vector<int32_t> device_tokens_;  // per logits row, when the backend samples on device
     std::vector<SampledToken> sampled_;   // this step's tokens (step()'s scratch)
+    std::vector<LiveRequest*> stepped_;   // this step's requests (stepped_requests())
+    scheduler::BatchPlan plan_;           // this step's plan (step()'s scratch)
     // by_seq_ of each of the step's plan.seqs, looked up once (build_batch); req null: none.
     std::vector<SampleRef> step_refs_;
     std::vector<int32_t> end_tokens_;

@@ -35,7 +35,8 @@ void Engine::step() {
     ++step_no_;
     // Plan.
     if (cfg_.spec.enabled()) propose_drafts();
-    scheduler::BatchPlan plan = sched_->schedule(t0);
+    scheduler::BatchPlan& plan = plan_;  // capacity kept across steps
+    sched_->schedule(t0, plan);
     queued_estimate_.store(int64_t(sched_->waiting().size()));
     handle_timeouts(plan);
     note_admissions(plan);
@@ -68,7 +69,7 @@ void Engine::step() {
     sample_rows(plan, sampled);
     const auto t3 = Clock::now();
     totals_.generation_tokens += int64_t(sampled.size());
-    const auto stepped =
+    const auto& stepped =
         stepped_requests(plan, {seconds(t0, t1), seconds(t1, t2), seconds(t2, t3)});
     emit(sampled);
     const auto t4 = Clock::now();
@@ -504,9 +505,10 @@ void Engine::drop_released() {
     std::erase_if(reqs_, [](const std::unique_ptr<LiveRequest>& r) { return r->released; });
 }
 
-std::vector<LiveRequest*> Engine::stepped_requests(const scheduler::BatchPlan& plan,
-                                                   const StepTimings& t) {
-    std::vector<LiveRequest*> out;
+const std::vector<LiveRequest*>& Engine::stepped_requests(const scheduler::BatchPlan& plan,
+                                                          const StepTimings& t) {
+    std::vector<LiveRequest*>& out = stepped_;
+    out.clear();
     double context_tokens = 0;
     for (size_t k = 0; k < plan.seqs.size(); ++k) {
         const scheduler::ScheduledSeq& x = plan.seqs[k];

@@ -171,6 +171,7 @@ class Model {
         sim::PerfModel perf;
         SimOptions opts;
         std::vector<int32_t> plain_tokens;  // what generated tokens are drawn from
+        std::vector<sim::SeqWork> work;     // sim_forward's scratch (the forward's thread only)
         mutable std::mutex mu;
         SimTotals totals;  // guarded by mu
         SimFaults faults;  // guarded by mu

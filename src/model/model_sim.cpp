@@ -88,7 +88,7 @@ Result<std::unique_ptr<Model>> Model::simulate(const SimOptions& o) {
         c.context_length = ms.context_length;
     }
     m->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
-    m->sim_.reset(new Sim{std::move(perf), o, {}, {}, {}, {}});
+    m->sim_.reset(new Sim{std::move(perf), o, {}, {}, {}, {}, {}});
     const tokenizer::Vocab& v = m->tokenizer_->vocab();
     for (int32_t id = 0; id < v.size(); ++id) {
         if (v.types[size_t(id)] == tokenizer::TokenType::kNormal)
@@ -137,8 +137,8 @@ SimFaults Model::sim_faults() const {
 Status Model::sim_forward(const ForwardBatch& b, std::vector<float>& logits,
                           std::vector<int32_t>* device_tokens) {
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<sim::SeqWork> work;
-    work.reserve(b.seqs.size());
+    std::vector<sim::SeqWork>& work = sim_->work;  // capacity kept across steps
+    work.clear();
     size_t next_row = 0;
     const int V = cfg_.vocab_size;
     logits.resize(b.logits_rows.size() * size_t(V));

@@ -133,6 +133,9 @@ class Scheduler {
     Status add(std::unique_ptr<Sequence> seq);
 
     BatchPlan schedule(Clock::time_point now);
+    // The same into `plan`, emptied first (its vectors keep their capacity: no allocation
+    // per step once warm).
+    void schedule(Clock::time_point now, BatchPlan& plan);
     // After the forward: scheduled tokens are computed; full blocks join the prefix cache.
     void on_step_done(const BatchPlan& plan);
     void append_token(SeqId id, int32_t token);
