@@ -5,7 +5,6 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -166,7 +165,8 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
         auto watch = watch_disconnect(stream);
         bool complete = false, streaming = false, ok = true;
         while (!complete && ok) {
-            std::deque<Item> batch;
+            std::vector<Item>& batch = batch_;  // the two queues trade places: no allocation
+            batch.clear();
             {
                 std::lock_guard<std::mutex> lock(mu_);
                 if (!writable() && !disconnected_) {
@@ -360,7 +360,8 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     const asio::io_context& io_;
     asio::steady_timer timer_;
     mutable std::mutex mu_;
-    std::deque<Item> items_;
+    std::vector<Item> items_;
+    std::vector<Item> batch_;  // what run() writes now (the connection's coroutine only)
     bool waiting_ = false, disconnected_ = false, closed_ = false;
     std::function<void()> on_disc_;
     std::function<void(double)> on_complete_;  // guarded by mu_

@@ -157,7 +157,7 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) con
     auto word = [&](std::string_view piece) {
         if (piece.size() > WordCache::kMaxWordBytes) return encode_spm_piece(piece, out);
         auto& words = word_cache_->words;
-        if (auto it = words.find(std::string(piece)); it != words.end()) {
+        if (auto it = words.find(piece); it != words.end()) {
             out.insert(out.end(), it->second.begin(), it->second.end());
             return;
         }

@@ -74,7 +74,11 @@ class Tokenizer {
     struct WordCache {
         static constexpr size_t kMaxWords = 1 << 15, kMaxWordBytes = 48;
         std::mutex mu;
-        std::unordered_map<std::string, std::vector<TokenId>> words;
+        struct Hash {  // looks up by string_view (no string made per word)
+            using is_transparent = void;
+            size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+        };
+        std::unordered_map<std::string, std::vector<TokenId>, Hash, std::equal_to<>> words;
     };
     std::unique_ptr<WordCache> word_cache_;
 };
