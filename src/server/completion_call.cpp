@@ -134,36 +134,24 @@ class Call : public std::enable_shared_from_this<Call> {
     // `data: {"id":..,"object":..,"created":..,"model":..,"choices":[{"index":`
     static std::string make_chunk_prefix(const std::string& id, bool chat, int64_t created,
                                          const std::string& model) {
-        std::string s = "data: {\"id\":\"";
-        append_json_escaped(s, id);
+        std::string s = "data: {\"id\":\"" + id;  // ids are a prefix and letters or digits
         s += chat ? "\",\"object\":\"chat.completion.chunk\",\"created\":"
                   : "\",\"object\":\"text_completion\",\"created\":";
-        s += std::to_string(created);
-        if (tokenizer::is_valid_utf8(model)) {
-            s += ",\"model\":\"";
-            append_json_escaped(s, model);
-            s += '"';
-        } else {
-            s += ",\"model\":";
-            s += json(model).dump(-1, ' ', false, json::error_handler_t::replace);
-        }
-        s += ",\"choices\":[" + std::string(kIndexOpen);
-        return s;
+        s += std::to_string(created) + ",\"model\":";
+        s += json(model).dump(-1, ' ', false, json::error_handler_t::replace);
+        return s + ",\"choices\":[" + std::string(kIndexOpen);
     }
     static constexpr std::string_view kIndexOpen = "{\"index\":";
     // The usage chunk (stream_options.include_usage): no choices, the request's usage.
     void send_usage_chunk() {
         out_.append(chunk_prefix_, 0, chunk_prefix_.size() - kIndexOpen.size());
-        out_ += "],\"usage\":{\"prompt_tokens\":";
-        out_ += std::to_string(usage_.prompt_tokens);
-        out_ += ",\"completion_tokens\":";
-        out_ += std::to_string(usage_.completion_tokens);
-        out_ += ",\"total_tokens\":";
-        out_ += std::to_string(usage_.prompt_tokens + usage_.completion_tokens);
+        out_ +=
+            "],\"usage\":{\"prompt_tokens\":" + std::to_string(usage_.prompt_tokens) +
+            ",\"completion_tokens\":" + std::to_string(usage_.completion_tokens) +
+            ",\"total_tokens\":" + std::to_string(usage_.prompt_tokens + usage_.completion_tokens);
         if (usage_.cached_tokens > 0) {
-            out_ += ",\"prompt_tokens_details\":{\"cached_tokens\":";
-            out_ += std::to_string(usage_.cached_tokens);
-            out_ += '}';
+            out_ += ",\"prompt_tokens_details\":{\"cached_tokens\":" +
+                    std::to_string(usage_.cached_tokens) + "}";
         }
         out_ += "}}\n\n";
     }

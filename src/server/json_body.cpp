@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "tokenizer/unicode.h"
+
 namespace pagoda::server {
 
 namespace {
@@ -62,13 +64,25 @@ class Parser {
         }
     }
 
+    // From an opening bracket: `item` for each element up to `close`, commas between.
+    template <typename Item>
+    bool elements(char close, Item item) {
+        ++p_;
+        space();
+        if (eat(close)) return true;
+        for (;;) {
+            if (!item()) return false;
+            space();
+            if (eat(close)) return true;
+            if (!eat(',')) return false;
+            space();
+        }
+    }
+
     bool object(json& out, int depth) {
         if (depth > kMaxDepth) return false;
-        ++p_;  // '{'
         out = json::object();
-        space();
-        if (eat('}')) return true;
-        for (;;) {
+        return elements('}', [&] {
             std::string key;
             if (p_ == end_ || *p_ != '"' || !string(key)) return false;
             space();
@@ -77,28 +91,19 @@ class Parser {
             json v;
             if (!value(v, depth)) return false;
             out[key] = std::move(v);  // a repeated key: the last one (as nlohmann)
-            space();
-            if (eat('}')) return true;
-            if (!eat(',')) return false;
-            space();
-        }
+            return true;
+        });
     }
 
     bool array(json& out, int depth) {
         if (depth > kMaxDepth) return false;
-        ++p_;  // '['
         out = json::array();
-        space();
-        if (eat(']')) return true;
-        for (;;) {
+        return elements(']', [&] {
             json v;
             if (!value(v, depth)) return false;
             out.push_back(std::move(v));
-            space();
-            if (eat(']')) return true;
-            if (!eat(',')) return false;
-            space();
-        }
+            return true;
+        });
     }
 
     // A string from its opening quote: plain runs copied at once, escapes decoded, UTF-8
@@ -199,26 +204,8 @@ class Parser {
             if (!word("\\u") || !hex4(low) || low < 0xDC00 || low > 0xDFFF) return false;
             cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
         }
-        append_utf8(out, cp);
+        tokenizer::append_utf8(out, cp);
         return true;
-    }
-
-    static void append_utf8(std::string& out, uint32_t cp) {
-        if (cp < 0x80) {
-            out += char(cp);
-        } else if (cp < 0x800) {
-            out += char(0xC0 | (cp >> 6));
-            out += char(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += char(0xE0 | (cp >> 12));
-            out += char(0x80 | ((cp >> 6) & 0x3F));
-            out += char(0x80 | (cp & 0x3F));
-        } else {
-            out += char(0xF0 | (cp >> 18));
-            out += char(0x80 | ((cp >> 12) & 0x3F));
-            out += char(0x80 | ((cp >> 6) & 0x3F));
-            out += char(0x80 | (cp & 0x3F));
-        }
     }
 
     static bool digit(char c) { return c >= '0' && c <= '9'; }
