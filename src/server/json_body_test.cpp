@@ -26,10 +26,13 @@ bool agrees(const std::string& text) {
 }
 
 TEST(JsonBody, DecidesRequestBodiesAsNlohmannDoes) {
+    const std::string chat =
+        std::string(
+            R"({"messages":[{"role":"user","content":"hi \"there\"\n\u00e9\ud83d\ude00"}],)") +
+        R"("temperature":0.7,"top_p":1e-3,"seed":-5,"stop":null,"n":1,"x":[[],{}]})";
     for (const char* text : {
              R"({"model":"m","prompt":"Once upon a time","max_tokens":128,"stream":true})",
-             R"({"messages":[{"role":"user","content":"hi \"there\"\n\u00e9\ud83d\ude00"}],)"
-             R"("temperature":0.7,"top_p":1e-3,"seed":-5,"stop":null,"n":1,"x":[[],{}]})",
+             chat.c_str(),
              " \t\r\n{ \"a\" : [ 1 , -0 , 0.5 , 2E+3 , -1.25e-2 , true , false , null ] } \n",
              R"({"a":1,"a":2})",
              R"({"big":18446744073709551615,"neg":-9223372036854775808})",
