@@ -102,11 +102,11 @@ asio::awaitable<boost::system::error_code> send_all(tcp::socket& sock, const Buf
     co_return ec;
 }
 
-// One deferred answer on one connection. Producers (any thread) queue items; the
-// connection's coroutine writes them.
 // The io_context whose thread is running here (set by Server::start's thread), if any.
 thread_local const asio::io_context* t_running_io = nullptr;
 
+// One deferred answer on one connection. Producers (any thread) queue items; the
+// connection's coroutine writes them.
 class ResponderImpl : public Responder, public std::enable_shared_from_this<ResponderImpl> {
   public:
     ResponderImpl(asio::any_io_executor ex, const asio::io_context& io)
