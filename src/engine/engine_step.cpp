@@ -283,7 +283,7 @@ void Engine::prefetch_step_state(const scheduler::BatchPlan& plan) const {
         const LiveRequest* r = step_refs_[k].req;
         if (r == nullptr) continue;
         __builtin_prefetch(r->samples.data() + step_refs_[k].sample);
-        r->stream->prefetch(false);
+        r->stream->prefetch();
     }
     for (size_t k = 0; k < n; ++k) {  // a sample's sampler and detokenizer; what was gathered
         const LiveRequest* r = step_refs_[k].req;
@@ -291,7 +291,7 @@ void Engine::prefetch_step_state(const scheduler::BatchPlan& plan) const {
         const Sample& c = r->samples[size_t(step_refs_[k].sample)];
         prefetch_lines(c.sampler.get(), sizeof(SamplingParams) + 64);
         if (c.detok) prefetch_lines(c.detok.get());
-        r->stream->prefetch(true);
+        r->stream->prefetch_gathered();
     }
 }
 

@@ -47,15 +47,16 @@ void RequestStream::push(Event ev) {
     if (++gathered_steps_ >= interval) queue_gathered(nullptr);
 }
 
-void RequestStream::prefetch(bool gathered) const {
-    if (!gathered) {
-        const char* hot = reinterpret_cast<const char*>(&interval_);
-        for (int line = 0; line < 3; ++line) __builtin_prefetch(hot + 64 * line);
-    } else if (gathered_) {
-        __builtin_prefetch(gathered_->token_ids.data() + gathered_->token_ids.size());
-        __builtin_prefetch(gathered_->text.data() + gathered_->text.size());
-        __builtin_prefetch(gathered_->step_times.data() + gathered_->step_times.size());
-    }
+void RequestStream::prefetch() const {
+    const char* hot = reinterpret_cast<const char*>(&interval_);
+    for (int line = 0; line < 3; ++line) __builtin_prefetch(hot + 64 * line);
+}
+
+void RequestStream::prefetch_gathered() const {
+    if (!gathered_) return;
+    __builtin_prefetch(gathered_->token_ids.data() + gathered_->token_ids.size());
+    __builtin_prefetch(gathered_->text.data() + gathered_->text.size());
+    __builtin_prefetch(gathered_->step_times.data() + gathered_->step_times.size());
 }
 
 void RequestStream::queue_gathered(Event* with) {

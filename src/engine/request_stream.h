@@ -82,8 +82,10 @@ class RequestStream {
     RequestStream(uint64_t id, std::shared_ptr<Intake> intake);
     // Engine side: appends one event (or gathers it, see set_notify) and wakes the consumer.
     void push(Event ev);
-    // Engine side: asks the cache for what push() reads (the stream, then what it gathered).
-    void prefetch(bool gathered) const;
+    // Engine side: asks the cache for what push() reads: the stream's own fields, then (once
+    // those are in) the buffers of what it gathered.
+    void prefetch() const;
+    void prefetch_gathered() const;
 
   private:
     uint64_t id_ = 0;

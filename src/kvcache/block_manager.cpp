@@ -145,13 +145,21 @@ namespace {
 size_t length_bucket(size_t blocks) { return blocks <= 1 ? 0 : size_t(std::bit_width(blocks) - 1); }
 }  // namespace
 
-void BlockManager::tally(const Seq& s, int64_t sign) {
-    const int64_t slots = int64_t(s.table.size()) * block_size_;
-    table_slots_ += sign * slots;
-    filled_slots_ += sign * std::min(s.num_tokens, slots);
+void BlockManager::Tally::add(const Seq& s, int block_size, int64_t sign) {
+    const int64_t n = int64_t(s.table.size()) * block_size;
+    slots += sign * n;
+    filled += sign * std::min(s.num_tokens, n);
     const size_t bucket = length_bucket(s.table.size());
-    if (length_counts_.size() <= bucket) length_counts_.resize(bucket + 1, 0);
-    length_counts_[bucket] += sign;
+    if (lengths.size() <= bucket) lengths.resize(bucket + 1, 0);
+    lengths[bucket] += sign;
+}
+
+std::vector<int64_t> BlockManager::Tally::histogram() const {
+    size_t buckets = lengths.size();
+    while (buckets > 1 && lengths[buckets - 1] == 0) --buckets;
+    std::vector<int64_t> h(lengths.begin(), lengths.begin() + ptrdiff_t(buckets));
+    if (h.empty()) h.assign(1, 0);  // one bucket when there is no sequence
+    return h;
 }
 
 int64_t BlockManager::blocks_to_grow(SeqId id, int64_t num_tokens, int64_t write_from) const {
@@ -240,13 +248,9 @@ BlockStats BlockManager::stats() const {
     st.used = st.total - st.free - st.cached;
     st.usage = double(st.used) / double(st.total);
     st.num_seqs = int64_t(seqs_.size());
-    st.allocated_slots = table_slots_;
-    st.filled_slots = filled_slots_;
-    // Up to the longest bucket in use (one bucket when there is no sequence).
-    size_t buckets = length_counts_.size();
-    while (buckets > 1 && length_counts_[buckets - 1] == 0) --buckets;
-    st.length_histogram.assign(length_counts_.begin(), length_counts_.begin() + ptrdiff_t(buckets));
-    if (st.length_histogram.empty()) st.length_histogram.assign(1, 0);
+    st.allocated_slots = tally_.slots;
+    st.filled_slots = tally_.filled;
+    st.length_histogram = tally_.histogram();
     st.internal_waste =
         st.allocated_slots == 0 ? 0.0 : 1.0 - double(st.filled_slots) / double(st.allocated_slots);
     st.prefix_queries = queries_;
@@ -257,21 +261,16 @@ BlockStats BlockManager::stats() const {
 
 bool BlockManager::consistent() const {
     std::vector<int32_t> refs(blocks_.size(), 0);
-    int64_t slots = 0, filled = 0;
-    std::vector<int64_t> lengths(length_counts_.size(), 0);
+    Tally walked;
     for (const auto& [id, s] : seqs_) {
-        const int64_t n = int64_t(s.table.size()) * block_size_;
-        slots += n;
-        filled += std::min(s.num_tokens, n);
-        const size_t bucket = length_bucket(s.table.size());
-        if (bucket >= lengths.size()) return false;
-        ++lengths[bucket];
+        walked.add(s, block_size_, +1);
         for (int32_t b : s.table) {
             if (b < 0 || size_t(b) >= blocks_.size()) return false;
             ++refs[size_t(b)];
         }
     }
-    if (slots != table_slots_ || filled != filled_slots_ || lengths != length_counts_) {
+    if (walked.slots != tally_.slots || walked.filled != tally_.filled ||
+        walked.histogram() != tally_.histogram()) {
         return false;
     }
     std::vector<int> state(blocks_.size(), 0);  // 1 free, 2 cached

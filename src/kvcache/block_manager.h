@@ -132,11 +132,17 @@ class BlockManager {
     std::list<int32_t> lru_;  // cached blocks, least recently used first
     std::unordered_map<BlockHash, int32_t> cache_;
     std::unordered_map<SeqId, Seq> seqs_;
-    // Running sums over seqs_ for stats() (no walk per call; consistent() checks them):
-    // table slots, filled slots, and sequences per length bucket (BlockStats).
-    int64_t table_slots_ = 0, filled_slots_ = 0;
-    std::vector<int64_t> length_counts_;
-    void tally(const Seq& s, int64_t sign);  // adds (+1) or takes out (-1) one sequence
+    // Sums over sequences for stats(): table slots, filled slots, sequences per length
+    // bucket (BlockStats). Kept as seqs_ changes (no walk per call); consistent() checks
+    // them against a walk.
+    struct Tally {
+        int64_t slots = 0, filled = 0;
+        std::vector<int64_t> lengths;
+        void add(const Seq& s, int block_size, int64_t sign);  // +1 adds, -1 takes out
+        std::vector<int64_t> histogram() const;                // lengths without empty top buckets
+    };
+    Tally tally_;
+    void tally(const Seq& s, int64_t sign) { tally_.add(s, block_size_, sign); }
     int64_t queries_ = 0, hits_ = 0, evictions_ = 0;
 };
 
