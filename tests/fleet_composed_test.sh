@@ -150,11 +150,16 @@ expect_eq "each replica has its own state directory" "$(ls "$TMP/fleet-state/rep
 "$BIN" serve --backend sim --sim-gpu a100-80g --sim-model llama-3.1-8b --port 0 \
     --state-dir "$TMP/fleet-state/replicas/day-$BASE" >"$TMP/second.log" 2>&1
 expect_in "a second process on a replica's state directory refuses, naming the holder" "is in use by pid [0-9]*: .*pagoda serve --host 127.0.0.1 --port $BASE" "$TMP/second.log"
-for _ in $(seq 100); do
-    [ "$(curl -s "http://127.0.0.1:$PPORT/api/v1/targets" | jq_ 'sum(t["health"] == "up" for t in d["data"]["activeTargets"])' 2>/dev/null)" -ge 2 ] 2>/dev/null && break
+# Waits for the condition itself (any two targets up was not it), at most 60 s: under a
+# loaded CI machine a target's first scrape can come late.
+scraped() {
+    curl -s "http://127.0.0.1:$PPORT/api/v1/targets" | jq_ '{"day", "standby"} <= set(t["labels"]["pool"] for t in d["data"]["activeTargets"] if t["health"] == "up")' 2>/dev/null
+}
+for _ in $(seq 300); do
+    [ "$(scraped)" == "True" ] && break
     sleep 0.2
 done
-expect_eq "Prometheus scrapes the day and standby replicas" "$(curl -s "http://127.0.0.1:$PPORT/api/v1/targets" | jq_ '{"day", "standby"} <= set(t["labels"]["pool"] for t in d["data"]["activeTargets"] if t["health"] == "up")')" "True"
+expect_eq "Prometheus scrapes the day and standby replicas" "$(scraped)" "True"
 
 bench() {  # RATE DURATION JSON
     "$BIN" bench --url "http://127.0.0.1:$RPORT" --rate "$1" --duration "$2" --input-len 64 \
