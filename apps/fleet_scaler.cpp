@@ -131,8 +131,10 @@ void FleetScaler::tick() {
     const double now = r_.now_s();
     for (auto& [name, p] : pools_) {
         check_effect(p, now);
-        if (p.paused) continue;
+        // Read while paused too: the idle time must count from the last request, not from
+        // the last automatic tick, when the pool is handed back.
         const control::PoolSignals s = signals(p, now);
+        if (p.paused) continue;
         const control::SizingDecision d = p.sizer.decide(s);
         if (!d.changed()) continue;
         resize(p, d.desired, d.reason, d.inputs);
