@@ -265,10 +265,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 asio::buffer(kChunkEnd, it.last ? 7 : 2)};
             ec = co_await send_all(stream.socket(), framed);
         } else if (it.kind == Item::kFinish) {
-            if (streaming) {
-                std::tie(ec, std::ignore) = co_await asio::async_write(
-                    stream, asio::buffer("0\r\n\r\n", 5), asio::as_tuple(asio::use_awaitable));
-            }
+            if (streaming) ec = co_await send_all(stream.socket(), asio::buffer(&kChunkEnd[2], 5));
             complete = true;
         }
         if ((it.kind == Item::kChunk || it.kind == Item::kHead) && it.last) complete = true;

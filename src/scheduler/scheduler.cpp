@@ -281,13 +281,7 @@ BatchPlan Scheduler::schedule(Clock::time_point now) {
 }
 
 void Scheduler::schedule(Clock::time_point now, BatchPlan& plan) {
-    plan.seqs.clear();
-    plan.copies.clear();
-    plan.preempted.clear();
-    plan.timed_out.clear();
-    plan.admitted.clear();
-    plan.num_batched_tokens = plan.num_prefill_tokens = plan.num_decode_seqs = 0;
-    plan.num_draft_tokens = 0;
+    plan.clear();
     Step st{plan, cfg_.knobs, cfg_.knobs.max_num_batched_tokens, size_t(cfg_.knobs.max_num_seqs)};
     drop_timed_out(plan, now);
     schedule_running(st);

@@ -116,6 +116,14 @@ struct BatchPlan {
     int32_t num_draft_tokens = 0;  // speculative tokens verified with the decodes
 
     bool empty() const { return seqs.empty(); }
+    void clear() {  // empty, the vectors' capacity kept
+        seqs.clear();
+        copies.clear();
+        preempted.clear();
+        timed_out.clear();
+        admitted.clear();
+        num_batched_tokens = num_prefill_tokens = num_decode_seqs = num_draft_tokens = 0;
+    }
 };
 
 struct QueueCounts {

@@ -145,15 +145,7 @@ class Call : public std::enable_shared_from_this<Call> {
     // The usage chunk (stream_options.include_usage): no choices, the request's usage.
     void send_usage_chunk() {
         out_.append(chunk_prefix_, 0, chunk_prefix_.size() - kIndexOpen.size());
-        out_ +=
-            "],\"usage\":{\"prompt_tokens\":" + std::to_string(usage_.prompt_tokens) +
-            ",\"completion_tokens\":" + std::to_string(usage_.completion_tokens) +
-            ",\"total_tokens\":" + std::to_string(usage_.prompt_tokens + usage_.completion_tokens);
-        if (usage_.cached_tokens > 0) {
-            out_ += ",\"prompt_tokens_details\":{\"cached_tokens\":" +
-                    std::to_string(usage_.cached_tokens) + "}";
-        }
-        out_ += "}}\n\n";
+        out_ += "],\"usage\":" + usage_json().dump() + "}\n\n";
     }
     std::string piece(int32_t id) const {
         return tokenizer::sanitize_utf8(
