@@ -21,11 +21,12 @@ class LocalResponder : public http::Responder {
     void send(http::Response r) override { done(std::move(r.body)); }
     void start_stream(int, std::string, std::vector<std::pair<std::string, std::string>>) override {
     }
-    void write(std::string chunk) override {
+    void write(std::string_view chunk) override {
         std::lock_guard<std::mutex> lock(mu_);
         body_ += chunk;
     }
     void finish() override { done({}); }
+    void write_last(std::string_view chunk) override { done(std::string(chunk)); }
     void post(std::function<void()> fn) override {
         std::lock_guard<std::mutex> lock(run_mu_);
         fn();

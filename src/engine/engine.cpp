@@ -278,9 +278,6 @@ void Engine::publish_now() {
     snapshot_ = std::move(snap);
 }
 
-void Engine::deliver() {
-    for (auto& [stream, ev] : outbox_) stream->push(std::move(ev));
-    outbox_.clear();
-}
+void Engine::deliver() { outbox_.deliver(); }
 
 }  // namespace pagoda::engine

@@ -253,9 +253,7 @@ class Engine {
     // Engine-thread state.
     std::vector<std::unique_ptr<LiveRequest>> reqs_;        // live requests
     std::unordered_map<kvcache::SeqId, SampleRef> by_seq_;  // scheduler sequence -> sample
-    // This step's events, each with its request's stream (owned by the request, which
-    // lives until drop_released(), after deliver(): no reference count touched per event).
-    std::vector<std::pair<RequestStream*, Event>> outbox_;
+    Outbox outbox_;  // this step's events (requests live until drop_released(), after deliver())
     kvcache::SeqId next_seq_{1};
     uint64_t step_no_ = 0;
     model::ForwardBatch batch_;

@@ -13,14 +13,6 @@ namespace {
 double seconds(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
 }
-
-Event new_event(int index, Clock::time_point time, uint64_t step) {
-    Event ev;
-    ev.index = index;
-    ev.time = time;
-    ev.step = step;
-    return ev;
-}
 }  // namespace
 
 void Engine::step() {
@@ -388,8 +380,7 @@ void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* log
         r.t.has_token = true;
         r.t.first_token = now;
     }
-    outbox_.emplace_back(r.stream.get(), new_event(r.index_of(c), now, step_no_));
-    Event& ev = outbox_.back().second;
+    Event& ev = outbox_.add(r.stream.get(), r.index_of(c), now, step_no_);
     const bool past_min = c.generated > sp.min_tokens;
     const bool eog = !sp.ignore_eos &&
                      std::find(end_tokens_.begin(), end_tokens_.end(), tok) != end_tokens_.end();
@@ -440,13 +431,13 @@ void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* log
 
 Event& Engine::event_for(LiveRequest& r, const Sample& c) {
     const int index = r.index_of(c);
-    for (auto it = outbox_.rbegin(); it != outbox_.rend(); ++it) {
+    const std::span<Outbox::Entry> events = outbox_.events();
+    for (auto it = events.rbegin(); it != events.rend(); ++it) {
         if (it->first == r.stream.get() && it->second.index == index && !it->second.finish) {
             return it->second;
         }
     }
-    outbox_.emplace_back(r.stream.get(), new_event(index, Clock::now(), step_no_));
-    return outbox_.back().second;
+    return outbox_.add(r.stream.get(), index, Clock::now(), step_no_);
 }
 
 void Engine::finish_sample(LiveRequest& r, Sample& c, FinishReason why, std::string stop_reason) {
@@ -538,7 +529,7 @@ void Engine::add_output_time(const std::vector<LiveRequest*>& stepped, double ou
     for (LiveRequest* r : stepped) {
         r->t.output_s += output_s;
         if (!r->released) continue;
-        for (auto& [stream, ev] : outbox_) {
+        for (auto& [stream, ev] : outbox_.events()) {
             if (ev.request_done && stream == r->stream.get()) ev.timings.output_s = r->t.output_s;
         }
     }

@@ -414,12 +414,12 @@ TEST(RequestStream, GathersEveryIntervalEventsAndSendsTheEndsAtOnce) {
             ev.step = uint64_t(i);
             if (i == 9) ev.finish = FinishReason::kLength;
             ++pushed;
-            s.push(std::move(ev));
+            s.push(ev);
         }
         Event last;
         last.request_done = true;
         ++pushed;
-        s.push(std::move(last));
+        s.push(last);
         const std::vector<size_t> want =
             interval == 1 ? std::vector<size_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
                           : std::vector<size_t>{1, 5, 9, 10, 11};
@@ -467,13 +467,13 @@ TEST(RequestStream, GathersOneSampleAtATime) {
         Event ev;
         ev.index = i < 4 ? 0 : 1;
         ev.token_ids = {i};
-        s.push(std::move(ev));
+        s.push(ev);
     }
     Event last;
     last.index = 1;
     last.finish = FinishReason::kStop;
     last.request_done = true;
-    s.push(std::move(last));
+    s.push(last);
     std::vector<std::pair<int, std::vector<int32_t>>> got;
     while (auto ev = s.try_next()) got.emplace_back(ev->index, ev->token_ids);
     const std::vector<std::pair<int, std::vector<int32_t>>> want = {
@@ -493,7 +493,7 @@ TEST(RequestStream, TakesEveryEventOnceInOrder) {
         for (int i = 0; i < n; ++i) {
             Event ev;
             ev.token_ids = {next++};
-            s.push(std::move(ev));
+            s.push(ev);
         }
     };
     auto take_one = [&] {

@@ -71,6 +71,10 @@ struct Event {
     bool request_done = false;
     Usage usage;
     RequestTimings timings;
+
+    // A new event in this one's place, its buffers' capacity kept (the engine's outbox
+    // reuses its slots, so a step's events allocate nothing once warm).
+    void reset(int new_index, Clock::time_point new_time, uint64_t new_step);
 };
 
 }  // namespace pagoda::engine

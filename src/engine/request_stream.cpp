@@ -15,7 +15,7 @@ bool plain(const Event& ev) {
     return !ev.finish && !ev.request_done && ev.error.empty() && ev.stop_reason.empty();
 }
 
-void gather(Event& into, Event&& ev) {
+void gather(Event& into, Event& ev) {
     into.token_ids.insert(into.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
     into.text += ev.text;
     into.logprobs.insert(into.logprobs.end(), std::make_move_iterator(ev.logprobs.begin()),
@@ -28,7 +28,7 @@ void gather(Event& into, Event&& ev) {
 
 }  // namespace
 
-void RequestStream::push(Event ev) {
+void RequestStream::push(Event& ev) {
     const int interval = interval_.load(std::memory_order_acquire);
     const bool gatherable = interval > 1 && queued_any_ && plain(ev);
     if (gathered_ && (gathered_->index != ev.index || !gatherable)) {
@@ -42,7 +42,7 @@ void RequestStream::push(Event ev) {
         gathered_ = std::move(ev);
         gathered_->token_ids.reserve(size_t(std::min(interval, 64)));
     } else {
-        gather(*gathered_, std::move(ev));
+        gather(*gathered_, ev);
     }
     if (++gathered_steps_ >= interval) queue_gathered(nullptr);
 }
@@ -140,6 +140,35 @@ void RequestStream::set_notify(std::function<void()> fn, int interval) {
     std::lock_guard<std::mutex> lock(mu_);
     notify_ = fn ? std::make_shared<const std::function<void()>>(std::move(fn)) : nullptr;
     interval_.store(interval, std::memory_order_release);
+}
+
+Event& Outbox::add(RequestStream* stream, int index, Clock::time_point time, uint64_t step) {
+    if (used_ == slots_.size()) slots_.emplace_back();
+    Entry& e = slots_[used_++];
+    e.first = stream;
+    e.second.reset(index, time, step);
+    return e.second;
+}
+
+void Outbox::deliver() {
+    for (auto& [stream, ev] : events()) stream->push(ev);
+    used_ = 0;
+}
+
+void Event::reset(int new_index, Clock::time_point new_time, uint64_t new_step) {
+    index = new_index;
+    token_ids.clear();
+    text.clear();
+    logprobs.clear();
+    time = new_time;
+    step = new_step;
+    step_times.clear();
+    finish.reset();
+    stop_reason.clear();
+    error.clear();
+    request_done = false;
+    usage = Usage{};
+    timings = RequestTimings{};
 }
 
 void RequestStream::cancel() {

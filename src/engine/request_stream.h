@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -81,7 +82,8 @@ class RequestStream {
     // Engine side: creates the stream of request `id`, whose cancel() goes to `intake`.
     RequestStream(uint64_t id, std::shared_ptr<Intake> intake);
     // Engine side: appends one event (or gathers it, see set_notify) and wakes the consumer.
-    void push(Event ev);
+    // Takes what it keeps of `ev` (moved or copied); `ev` is left to be reset and reused.
+    void push(Event& ev);
     // Engine side: asks the cache for what push() reads: the stream's own fields, then (once
     // those are in) the buffers of what it gathered.
     void prefetch() const;
@@ -105,6 +107,23 @@ class RequestStream {
     void queue(Event* first, Event* second);  // queues them (either may be null), notifies
     void queue_gathered(Event* with);         // queues gathered_ (and `with`), empties it
     Event pop_front();                        // with mu_ held, events queued
+};
+
+// A step's events, each with its request's stream (owned by the request, which lives until
+// the engine has delivered them: no reference count touched per event). The slots are kept
+// across steps, their buffers with them.
+class Outbox {
+  public:
+    using Entry = std::pair<RequestStream*, Event>;
+    Event& add(RequestStream* stream, int index, Clock::time_point time, uint64_t step);
+    std::span<Entry> events() { return {slots_.data(), used_}; }
+    bool empty() const { return used_ == 0; }
+    // Pushes every event to its stream, in order, and empties the outbox.
+    void deliver();
+
+  private:
+    std::vector<Entry> slots_;
+    size_t used_ = 0;  // slots_[0, used_) hold this step's events
 };
 
 }  // namespace pagoda::engine

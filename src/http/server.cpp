@@ -129,16 +129,24 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
         it.full.headers = std::move(headers);
         push(std::move(it));
     }
-    void write(std::string chunk) override {
-        if (chunk.empty()) return;
+    void write(std::string_view chunk) override {
+        if (chunk.empty() || write_now(chunk)) return;
         Item it;
         it.kind = Item::kChunk;
-        it.data = std::move(chunk);
+        it.data = chunk;
         push(std::move(it));
     }
     void finish() override {
         Item it;
         it.kind = Item::kFinish;
+        push(std::move(it));
+    }
+    void write_last(std::string_view chunk) override {
+        if (chunk.empty()) return finish();
+        Item it;
+        it.kind = Item::kChunk;
+        it.data = chunk;
+        it.last = true;
         push(std::move(it));
     }
     void post(std::function<void()> fn) override { asio::post(ex_, std::move(fn)); }
@@ -163,7 +171,8 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     // gone. Returns whether the connection may serve another request.
     asio::awaitable<bool> run(beast::tcp_stream& stream, bool keep_alive, unsigned version) {
         auto watch = watch_disconnect(stream);
-        bool complete = false, streaming = false, ok = true;
+        bool complete = false, ok = true;
+        socket_ = &stream.socket();
         while (!complete && ok) {
             std::vector<Item>& batch = batch_;  // the two queues trade places: no allocation
             batch.clear();
@@ -186,8 +195,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             }
             for (Item& it : batch) {
                 const auto w0 = std::chrono::steady_clock::now();
-                ok = co_await write_item(stream, it, *watch, keep_alive, version, streaming,
-                                         complete);
+                ok = co_await write_item(stream, it, *watch, keep_alive, version, complete);
                 write_s_ +=
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
                 if (!ok) {
@@ -197,6 +205,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 if (complete) break;
             }
         }
+        socket_ = nullptr;  // a producer's later write_now() must not reach the connection
         co_await close_answer(stream, *watch);
         co_return ok&& keep_alive && !watch->got_data;
     }
@@ -204,6 +213,43 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
   private:
     struct Item;
     struct Watch;
+
+    // A chunk written by its producer on the connection's own thread while the connection's
+    // coroutine waits with nothing queued (a pump's write, the usual case): straight to the
+    // socket, without waking the coroutine. What the socket does not take at once is queued
+    // as it stands (already framed) and the coroutine writes it. False: not the case here;
+    // the caller queues the chunk.
+    bool write_now(std::string_view chunk) {
+        if (t_running_io != &io_ || socket_ == nullptr || !streaming_) return false;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (!waiting_ || !items_.empty() || closed_ || disconnected_) return false;
+        }
+        const auto w0 = std::chrono::steady_clock::now();
+        std::string size;
+        append_chunk_size(size, chunk.size());
+        const std::array<asio::const_buffer, 3> framed = {asio::buffer(size),
+                                                          asio::buffer(chunk.data(), chunk.size()),
+                                                          asio::buffer(kChunkEnd, 2)};
+        boost::system::error_code ec;
+        const size_t n = socket_->write_some(framed, ec);
+        write_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+        const size_t total = asio::buffer_size(framed);
+        if (!ec && n == total) return true;
+        if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+            mark_disconnected();
+            timer_.cancel();  // the coroutine sees the disconnect and ends the answer
+            return true;
+        }
+        Item rest;
+        rest.kind = Item::kRaw;
+        rest.data = size;
+        rest.data += chunk;
+        rest.data += "\r\n";
+        rest.data.erase(0, ec ? 0 : n);
+        push(std::move(rest));
+        return true;
+    }
 
     // Watches for the client going away while the answer is produced.
     std::shared_ptr<Watch> watch_disconnect(beast::tcp_stream& stream) {
@@ -231,8 +277,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     // Writes one item: a whole response, the chunked head, a chunk, or the last chunk
     // (which, like a whole response, completes the answer). False when the write failed.
     asio::awaitable<bool> write_item(beast::tcp_stream& stream, Item& it, const Watch& watch,
-                                     bool keep_alive, unsigned version, bool& streaming,
-                                     bool& complete) {
+                                     bool keep_alive, unsigned version, bool& complete) {
         boost::system::error_code ec;
         if (it.kind == Item::kFull) {
             complete = true;
@@ -255,8 +300,10 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 asio::buffer(&kChunkEnd[it.data.empty() ? 2 : 0],
                              (it.data.empty() ? 0 : 2) + (it.last ? 5 : 0))};
             ec = co_await send_all(stream.socket(), framed);
-            streaming = true;
-        } else if (it.kind == Item::kChunk && streaming) {
+            streaming_ = true;
+        } else if (it.kind == Item::kRaw) {
+            ec = co_await send_all(stream.socket(), asio::buffer(it.data));
+        } else if (it.kind == Item::kChunk && streaming_) {
             std::string size;
             append_chunk_size(size, it.data.size());
             // "\r\n" ends the chunk; "0\r\n\r\n" after it is the terminator (Item::last).
@@ -265,7 +312,9 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 asio::buffer(kChunkEnd, it.last ? 7 : 2)};
             ec = co_await send_all(stream.socket(), framed);
         } else if (it.kind == Item::kFinish) {
-            if (streaming) ec = co_await send_all(stream.socket(), asio::buffer(&kChunkEnd[2], 5));
+            if (streaming_) {
+                ec = co_await send_all(stream.socket(), asio::buffer(&kChunkEnd[2], 5));
+            }
             complete = true;
         }
         if ((it.kind == Item::kChunk || it.kind == Item::kHead) && it.last) complete = true;
@@ -295,7 +344,8 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     }
 
     struct Item {
-        enum Kind { kFull, kHead, kChunk, kFinish } kind = kChunk;
+        // kRaw: the rest of a chunk write_now() began, framed already.
+        enum Kind { kFull, kHead, kChunk, kRaw, kFinish } kind = kChunk;
         Response full;
         std::string data;
         // kHead: the first chunk's data, once pushed. kChunk or kHead: the answer ends after
@@ -317,6 +367,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             back && (back->kind == Item::kChunk || back->kind == Item::kHead) && !back->last;
         if (open && it.kind == Item::kChunk) {
             back->data += it.data;
+            back->last = it.last;
         } else if (open && it.kind == Item::kFinish) {
             back->last = true;
         } else {
@@ -362,7 +413,11 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     bool waiting_ = false, disconnected_ = false, closed_ = false;
     std::function<void()> on_disc_;
     std::function<void(double)> on_complete_;  // guarded by mu_
-    double write_s_ = 0;                       // the connection's coroutine only
+    // The connection's thread only: the time spent writing, the socket while run() runs,
+    // whether the chunked head went out.
+    double write_s_ = 0;
+    tcp::socket* socket_ = nullptr;
+    bool streaming_ = false;
 };
 
 }  // namespace

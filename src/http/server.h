@@ -49,8 +49,11 @@ class Responder {
     // Starts a chunked response (for SSE: content_type "text/event-stream").
     virtual void start_stream(int status, std::string content_type,
                               std::vector<std::pair<std::string, std::string>> headers = {}) = 0;
-    virtual void write(std::string chunk) = 0;
+    // A chunk of the stream (copied where it cannot go out at once).
+    virtual void write(std::string_view chunk) = 0;
     virtual void finish() = 0;
+    // The stream's last chunk and its end: write(chunk) then finish(), in one socket write.
+    virtual void write_last(std::string_view chunk) = 0;
     // Runs `fn` on the I/O thread (to format output there rather than on the caller's thread).
     virtual void post(std::function<void()> fn) = 0;
     // Called once, on the I/O thread, if the client disconnects before the answer is complete.

@@ -216,6 +216,51 @@ TEST(HttpServer, ChunksLargerThanTheSocketTakesArriveWhole) {
     EXPECT_TRUE(body == want) << "the streamed bytes differ from what was written";
 }
 
+// Written as a pump writes, on the connection's own thread: straight to the socket while the
+// connection waits (small chunks), what the socket does not take queued as it stands (large
+// chunks, the client reading late), then straight again once it drained, and the end with
+// write_last. Every byte arrives, in order.
+TEST(HttpServer, ChunksWrittenOnTheConnectionsThreadArriveWhole) {
+    auto text = [](size_t n, size_t seed) {
+        std::string c(n, '\0');
+        for (size_t k = 0; k < n; ++k) c[k] = char('a' + (k * 7 + seed) % 26);
+        return c;
+    };
+    std::vector<std::string> before, after;
+    for (size_t i = 0; i < 50; ++i) before.push_back(text(100 + i, i));
+    for (size_t i = 0; i < 3; ++i) before.push_back(text(size_t(3) << 20, i));
+    for (size_t i = 0; i < 50; ++i) after.push_back(text(200 + i, i + 3));
+    const std::string last = "data: [DONE]\n\n";
+    std::string want = "first\n";
+    for (const auto& c : before) want += c;
+    for (const auto& c : after) want += c;
+    want += last;
+    auto s = start([&](const Request&) {
+        return Reply::later([&](std::shared_ptr<Responder> r) {
+            r->start_stream(200, "text/event-stream");
+            r->write("first\n");  // with the head (the connection has not started writing)
+            r->post([r, &before] {
+                for (const auto& c : before) r->write(c);
+            });
+            std::thread([r, &after, &last] {
+                std::this_thread::sleep_for(1500ms);  // the client has read it all meanwhile
+                r->post([r, &after, &last] {
+                    for (const auto& c : after) r->write(c);
+                    r->write_last(last);
+                });
+            }).detach();
+        });
+    });
+    const int fd = connect_to(s.port);
+    send_all(fd, "GET /big HTTP/1.1\r\nConnection: close\r\n\r\n");
+    std::this_thread::sleep_for(300ms);  // the server's writes fill the socket meanwhile
+    const std::string out = read_until_close(fd);
+    ::close(fd);
+    const std::string body = dechunk(out);
+    EXPECT_EQ(body.size(), want.size());
+    EXPECT_TRUE(body == want) << "the streamed bytes differ from what was written";
+}
+
 // What arrives within `wait` of the first byte (one write of the server's, on loopback).
 std::string read_burst(int fd, std::chrono::milliseconds wait) {
     std::string out;

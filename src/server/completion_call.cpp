@@ -205,9 +205,10 @@ class Call : public std::enable_shared_from_this<Call> {
         out_ += j.dump(-1, ' ', false, json::error_handler_t::replace);
         out_ += "\n\n";
     }
-    // Hands the chunks gathered since the last flush to the connection: one write per pump.
+    // Hands the chunks gathered since the last flush to the connection: one write per pump
+    // (out_ keeps its capacity).
     void flush() {
-        if (!out_.empty()) resp_->write(std::move(out_));
+        if (!out_.empty()) resp_->write(out_);
         out_.clear();
     }
 
@@ -440,8 +441,8 @@ void Call::finish_stream(bool failed) {
         send_usage_chunk();
     }
     out_ += "data: [DONE]\n\n";
-    flush();
-    resp_->finish();
+    resp_->write_last(out_);  // the last chunks and the stream's end: one write
+    out_.clear();
 }
 
 void Call::send_body() {
