@@ -76,7 +76,9 @@ int run_info(const std::string& path) {
     const double per_tok = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim;
     std::printf("KV bytes/token:  %.0f (f32), %.0f (f16/bf16)", per_tok * 4, per_tok * 2);
     if (c.head_dim % kernels::kKvQ8Block == 0) {
-        std::printf(", %.0f (q8_0)", per_tok / kernels::kKvQ8Block * kernels::kKvQ8BlockBytes);
+        std::printf(", %.0f (q8_0), %.0f (q4_0)",
+                    per_tok / kernels::kKvQ8Block * kernels::kKvQ8BlockBytes,
+                    per_tok / kernels::kKvQ8Block * kernels::kKvQ4BlockBytes);
     }
     std::printf("\n");
     return 0;

@@ -81,9 +81,12 @@ TEST(EngineRelayout, UnderLoadKeepsGreedyOutputsAndRefusesWhatCannotFit) {
     relayout_keeps_outputs(stories(), kvcache::KvDtype::kF32);
 }
 
-// q8_0 rows are copied whole (kv_pool.cpp copy_rows_from).
+// q8_0 and q4_0 rows are copied whole (kv_pool.cpp copy_rows_from).
 TEST(EngineRelayout, Q8KvKeepsGreedyOutputs) {
     relayout_keeps_outputs(tiny_hd32(), kvcache::KvDtype::kQ8_0);
+}
+TEST(EngineRelayout, Q4KvKeepsGreedyOutputs) {
+    relayout_keeps_outputs(tiny_hd32(), kvcache::KvDtype::kQ4_0);
 }
 
 // The simulated GPU backend runs this same engine: Llama-3-8B on an A100-80G at TP 2, with

@@ -114,7 +114,8 @@ INSTANTIATE_TEST_SUITE_P(
                       SpecCase{"stories260k", 16, 3, 4, true},  // budget cuts drafts short
                       SpecCase{"tiny-gqa", 16, 2048, 4, false},
                       SpecCase{"tiny-gqa", 32, 64, 6, true},
-                      SpecCase{"tiny-gqa-hd32", 16, 2048, 4, true, kvcache::KvDtype::kQ8_0}),
+                      SpecCase{"tiny-gqa-hd32", 16, 2048, 4, true, kvcache::KvDtype::kQ8_0},
+                      SpecCase{"tiny-gqa-hd32", 32, 2048, 4, true, kvcache::KvDtype::kQ4_0}),
     [](const auto& info) {
         const SpecCase& c = info.param;
         std::string n = std::string(c.model) + "_bs" + std::to_string(c.block_size) + "_budget" +

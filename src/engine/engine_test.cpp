@@ -95,7 +95,9 @@ INSTANTIATE_TEST_SUITE_P(
                       InvarianceCase{"tiny-gqa", 16, 2048}, InvarianceCase{"tiny-gqa", 64, 64},
                       InvarianceCase{"tiny-gqa", 64, 2048},
                       InvarianceCase{"tiny-gqa-hd32", 16, 64, kvcache::KvDtype::kQ8_0},
-                      InvarianceCase{"tiny-gqa-hd32", 48, 2048, kvcache::KvDtype::kQ8_0}),
+                      InvarianceCase{"tiny-gqa-hd32", 48, 2048, kvcache::KvDtype::kQ8_0},
+                      InvarianceCase{"tiny-gqa-hd32", 16, 64, kvcache::KvDtype::kQ4_0},
+                      InvarianceCase{"tiny-gqa-hd32", 48, 2048, kvcache::KvDtype::kQ4_0}),
     [](const auto& info) {
         std::string n = std::string(info.param.model) + "_bs" +
                         std::to_string(info.param.block_size) + "_budget" +

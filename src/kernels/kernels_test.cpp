@@ -362,6 +362,31 @@ TEST(Kernels, ElementwiseMatchReference) {
         1e-4);
 }
 
+// A q4_0 KV row is GGUF's block_q4_0, byte for byte as the weight quantizer writes it (the
+// format's own reference here), and reads back as fp16(d) * (q - 8): the value of largest
+// magnitude exactly (q 0), zero as 8, every value within half a step.
+TEST(Kernels, KvQ4RowIsGgufBlockQ4) {
+    auto x = randn(32 * 6, 21, 3.0f);
+    for (int i = 32; i < 64; ++i) x[size_t(i)] = 0.0f;  // an all-zero block: scale 0
+    std::vector<uint8_t> got(6 * kKvQ4BlockBytes), want(got.size());
+    kv_q4_quantize_row(x.data(), int(x.size()), got.data());
+    ref::quantize_row(TensorType::kQ4_0, x.data(), int64_t(x.size()), want.data());
+    EXPECT_EQ(got, want);
+    for (int b = 0; b < 6; ++b) {
+        float amax = 0, d = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[size_t(b * 32 + j)]));
+        uint16_t dh;
+        std::memcpy(&dh, got.data() + b * kKvQ4BlockBytes, 2);
+        d = std::fabs(fp16_to_float(dh));
+        for (int j = 0; j < 32; ++j) {
+            const float v = kv_quant_value(KvDtype::kQ4_0, got.data(), b * 32 + j);
+            EXPECT_LE(std::fabs(v - x[size_t(b * 32 + j)]), 0.5f * d + 1e-3f * amax)
+                << b << " " << j;
+        }
+    }
+    EXPECT_EQ(kv_quant_value(KvDtype::kQ4_0, got.data(), 40), 0.0f);
+}
+
 TEST(Kernels, QuantizeQ8MatchesReferenceQuantizer) {
     const auto x = randn(32 * 9, 12, 3.0f);
     std::vector<int8_t> q(x.size());
@@ -421,7 +446,7 @@ TEST_P(AttentionVsRef, Matches) {
         int kvh, heads, hd;
     };
     std::vector<Shape> shapes = {{2, 6, 16}, {1, 8, 64}, {2, 2, 8}, {1, 3, 80}};
-    if (dtype == KvDtype::kQ8_0) shapes = {{2, 6, 32}, {1, 8, 64}, {1, 3, 128}};  // 32-blocks
+    if (kv_quantized(dtype)) shapes = {{2, 6, 32}, {1, 8, 64}, {1, 3, 128}};  // 32-blocks
     for (const Shape sh : shapes) {
         const int len0 = 150, len1 = 90, rows0 = 83;
         KvFixture f0(dtype, bs, sh.kvh, sh.hd, len0), f1(dtype, bs, sh.kvh, sh.hd, len1);
@@ -439,18 +464,20 @@ TEST_P(AttentionVsRef, Matches) {
         cpu::paged_attention_batch(f0.kv, shape, {seqs[0]}, {0}, q.data(), got.data());
         cpu::paged_attention_batch(f1.kv, shape, {seqs[1]}, {0}, q.data() + size_t(rows0 * W),
                                    got.data() + size_t(rows0 * W));
-        if (dtype == KvDtype::kQ8_0) {
-            // The kernel reads the values the reference reads (fp16 scale x int8): within
-            // 1e-5 of it; the cache's own error against f32 under 5e-2 (measured 2.2-2.8% on
-            // these random rows, keys x2 and a sharp softmax; bf16's is 0.7-1%).
+        if (kv_quantized(dtype)) {
+            // The kernel reads the values the reference reads (fp16 scale x int8 or int4):
+            // within 1e-5 of it; the cache's own error against f32 under 5e-2 for q8_0
+            // (measured 2.2-2.8% on these random rows, keys x2 and a sharp softmax; bf16's is
+            // 0.7-1%) and 0.5 for q4_0 (measured 19-42%, 16 times q8_0's step).
             EXPECT_LT(rel_err(got, want), 1e-5) << sh.kvh << " " << sh.heads << " " << sh.hd;
             KvFixture e0(KvDtype::kF32, bs, sh.kvh, sh.hd, len0);
             std::vector<float> exact(size_t(rows0 * W));
             ref::paged_attention(e0.kv, shape, {e0.table.data(), rows0, len0 - rows0}, q.data(),
                                  exact.data());
             const std::vector<float> got0(got.begin(), got.begin() + rows0 * W);
-            EXPECT_LT(rel_err(got0, exact), 5e-2) << sh.hd;
-            EXPECT_GT(rel_err(got0, exact), 1e-4) << "q8_0 values equal f32 ones: not quantized";
+            EXPECT_LT(rel_err(got0, exact), dtype == KvDtype::kQ8_0 ? 5e-2 : 0.5) << sh.hd;
+            EXPECT_GT(rel_err(got0, exact), dtype == KvDtype::kQ8_0 ? 1e-4 : 5e-2)
+                << "the values equal f32 ones: not quantized (or not to its width)";
             continue;
         }
         if (dtype != KvDtype::kBF16 || !cpu::attn_bf16::usable(sh.hd)) {
@@ -476,7 +503,8 @@ TEST_P(AttentionVsRef, Matches) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, AttentionVsRef,
                          ::testing::Combine(::testing::Values(KvDtype::kF32, KvDtype::kF16,
-                                                              KvDtype::kBF16, KvDtype::kQ8_0),
+                                                              KvDtype::kBF16, KvDtype::kQ8_0,
+                                                              KvDtype::kQ4_0),
                                             ::testing::Values(8, 16, 48, 128)));
 
 // A query's output does not depend on the rows computed with it or on the block size: a
@@ -493,7 +521,8 @@ TEST(Kernels, AttentionRowsAreIndependentOfBatchAndBlockSize) {
     for (const auto& [dtype, bs_a, bs_b] :
          {std::tuple{KvDtype::kF16, 16, 48}, std::tuple{KvDtype::kF32, 16, 8},
           std::tuple{KvDtype::kBF16, 16, 48}, std::tuple{KvDtype::kBF16, 8, 16},
-          std::tuple{KvDtype::kQ8_0, 16, 48}, std::tuple{KvDtype::kQ8_0, 8, 128}}) {
+          std::tuple{KvDtype::kQ8_0, 16, 48}, std::tuple{KvDtype::kQ8_0, 8, 128},
+          std::tuple{KvDtype::kQ4_0, 16, 48}, std::tuple{KvDtype::kQ4_0, 8, 128}}) {
         KvFixture a(dtype, bs_a, kvh, hd, len), b(dtype, bs_b, kvh, hd, len);
         std::vector<float> all(q.size()), other(q.size()), one(static_cast<size_t>(W));
         cpu::paged_attention(a.kv, shape, {a.table.data(), len, 0}, q.data(), all.data());

@@ -17,12 +17,13 @@ size_t WeightView::row_bytes() const {
 }
 
 size_t kv_dtype_bytes(KvDtype t) {
-    PAGODA_CHECK(t != KvDtype::kQ8_0) << "q8_0 KV has no element size: use kv_row_bytes";
+    PAGODA_CHECK(!kv_quantized(t)) << "a quantized KV type has no element size: use kv_row_bytes";
     return t == KvDtype::kF32 ? 4 : 2;
 }
 
 size_t kv_row_bytes(KvDtype t, int head_dim) {
     if (t == KvDtype::kQ8_0) return size_t(head_dim / kKvQ8Block) * kKvQ8BlockBytes;
+    if (t == KvDtype::kQ4_0) return size_t(head_dim / kKvQ8Block) * kKvQ4BlockBytes;
     return size_t(head_dim) * kv_dtype_bytes(t);
 }
 
@@ -39,22 +40,49 @@ void kv_q8_quantize_row(const float* x, int n, uint8_t* out) {
     }
 }
 
-void kv_q8_write(const PagedKv& kv, int32_t block, int slot, const float* k_row,
-                 const float* v_row) {
-    for (int h = 0; h < kv.num_kv_heads; ++h) {
-        const size_t off = size_t(h) * size_t(kv.head_dim);
-        kv_q8_quantize_row(k_row + off, kv.head_dim,
-                           const_cast<uint8_t*>(kv.q8_row(kv.k, block, h, slot)));
-        kv_q8_quantize_row(v_row + off, kv.head_dim,
-                           const_cast<uint8_t*>(kv.q8_row(kv.v, block, h, slot)));
+void kv_q4_quantize_row(const float* x, int n, uint8_t* out) {
+    constexpr int kHalf = kKvQ8Block / 2;
+    for (int b = 0; b < n / kKvQ8Block; ++b) {
+        const float* xb = x + b * kKvQ8Block;
+        uint8_t* ob = out + b * kKvQ4BlockBytes;
+        float amax = 0, m = 0;
+        for (int i = 0; i < kKvQ8Block; ++i) {
+            if (std::fabs(xb[i]) > amax) {
+                amax = std::fabs(xb[i]);
+                m = xb[i];
+            }
+        }
+        const float d = m / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        const uint16_t dh = float_to_fp16(d);
+        std::memcpy(ob, &dh, 2);
+        auto q = [&](float v) { return uint8_t(std::min(15, int(v * id + 8.5f))); };
+        for (int j = 0; j < kHalf; ++j) ob[2 + j] = uint8_t(q(xb[j]) | (q(xb[j + kHalf]) << 4));
     }
 }
 
-float kv_q8_value(const uint8_t* row, int i) {
-    const uint8_t* b = row + (i / kKvQ8Block) * kKvQ8BlockBytes;
+void kv_quant_write(const PagedKv& kv, int32_t block, int slot, const float* k_row,
+                    const float* v_row) {
+    auto quantize = kv.dtype == KvDtype::kQ4_0 ? kv_q4_quantize_row : kv_q8_quantize_row;
+    for (int h = 0; h < kv.num_kv_heads; ++h) {
+        const size_t off = size_t(h) * size_t(kv.head_dim);
+        quantize(k_row + off, kv.head_dim,
+                 const_cast<uint8_t*>(kv.quant_row(kv.k, block, h, slot)));
+        quantize(v_row + off, kv.head_dim,
+                 const_cast<uint8_t*>(kv.quant_row(kv.v, block, h, slot)));
+    }
+}
+
+float kv_quant_value(KvDtype t, const uint8_t* row, int i) {
+    const int in = i % kKvQ8Block;
+    const uint8_t* b =
+        row + (i / kKvQ8Block) * (t == KvDtype::kQ4_0 ? kKvQ4BlockBytes : kKvQ8BlockBytes);
     uint16_t dh;
     std::memcpy(&dh, b, 2);
-    return fp16_to_float(dh) * float(int8_t(b[2 + i % kKvQ8Block]));
+    if (t == KvDtype::kQ8_0) return fp16_to_float(dh) * float(int8_t(b[2 + in]));
+    constexpr int kHalf = kKvQ8Block / 2;
+    const uint8_t byte = b[2 + in % kHalf];
+    const int q = in < kHalf ? byte & 15 : byte >> 4;
+    return fp16_to_float(dh) * float(q - 8);
 }
 
 }  // namespace pagoda::kernels

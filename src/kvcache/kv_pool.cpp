@@ -25,8 +25,10 @@ Result<KvDtype> parse_kv_dtype(const std::string& s) {
     if (s == "f16" || s == "fp16" || s == "float16") return KvDtype::kF16;
     if (s == "bf16" || s == "bfloat16") return KvDtype::kBF16;
     if (s == "q8_0") return KvDtype::kQ8_0;
+    if (s == "q4_0") return KvDtype::kQ4_0;
     return make_error(ErrorCode::kInvalidArgument,
-                      "KV cache dtype '{}' is not supported (allowed: f32, f16, bf16, q8_0)", s);
+                      "KV cache dtype '{}' is not supported (allowed: f32, f16, bf16, q8_0, q4_0)",
+                      s);
 }
 
 const char* kv_dtype_name(KvDtype t) {
@@ -35,6 +37,7 @@ const char* kv_dtype_name(KvDtype t) {
         case KvDtype::kF16: return "f16";
         case KvDtype::kBF16: return "bf16";
         case KvDtype::kQ8_0: return "q8_0";
+        case KvDtype::kQ4_0: return "q4_0";
     }
     return "?";
 }
@@ -47,11 +50,11 @@ size_t KvPool::bytes_per_block() const {
 Result<KvPool> KvPool::create(const KvCacheConfig& cfg, int num_layers, int num_kv_heads,
                               int head_dim) {
     PAGODA_TRY(cfg.validate());
-    if (cfg.dtype == KvDtype::kQ8_0 && head_dim % kernels::kKvQ8Block != 0) {
+    if (kernels::kv_quantized(cfg.dtype) && head_dim % kernels::kKvQ8Block != 0) {
         return make_error(ErrorCode::kInvalidArgument,
-                          "KV cache dtype q8_0 quantizes each head's row in blocks of {} values; "
+                          "KV cache dtype {} quantizes each head's row in blocks of {} values; "
                           "this model's head dimension is {} (use f32, f16 or bf16)",
-                          kernels::kKvQ8Block, head_dim);
+                          kv_dtype_name(cfg.dtype), kernels::kKvQ8Block, head_dim);
     }
     KvPool p;
     p.cfg_ = cfg;
@@ -110,8 +113,9 @@ void KvPool::copy_tokens_from(const KvPool& from, const std::vector<int32_t>& fr
     PAGODA_CHECK(from_table.size() * fb >= size_t(tokens) && to_table.size() * tb >= size_t(tokens))
         << "block tables shorter than " << tokens << " tokens";
     // Inside a block and head (kernels/cpu/ops.cpp kv_write): K is [head_dim][slot] (one
-    // column per token), V is [slot][head_dim] (one row per token); q8_0 K is a row as V.
-    if (dtype() == KvDtype::kQ8_0) return copy_rows_from(from, from_table, to_table, tokens);
+    // column per token), V is [slot][head_dim] (one row per token); a quantized K is a row
+    // as V.
+    if (kernels::kv_quantized(dtype())) return copy_rows_from(from, from_table, to_table, tokens);
     const size_t esz = kernels::kv_dtype_bytes(dtype()), hd = size_t(head_dim_);
     const size_t heads = size_t(num_kv_heads_);
     for (int l = 0; l < num_layers_; ++l) {
@@ -150,8 +154,8 @@ void KvPool::copy_rows_from(const KvPool& from, const std::vector<int32_t>& from
                 for (int which = 0; which < 2; ++which) {
                     const void* src = which == 0 ? a.k : a.v;
                     void* dst = which == 0 ? b.k : b.v;
-                    std::memcpy(const_cast<uint8_t*>(b.q8_row(dst, tblock, h, tslot)),
-                                a.q8_row(src, fblock, h, fslot), row);
+                    std::memcpy(const_cast<uint8_t*>(b.quant_row(dst, tblock, h, tslot)),
+                                a.quant_row(src, fblock, h, fslot), row);
                 }
             }
         }

@@ -64,7 +64,7 @@ class KvPool {
     bool populate() const { return memory_.populate(); }
 
   private:
-    // copy_tokens_from for layouts of whole rows (q8_0).
+    // copy_tokens_from for layouts of whole rows (q8_0, q4_0).
     void copy_rows_from(const KvPool& from, const std::vector<int32_t>& from_table,
                         const std::vector<int32_t>& to_table, int64_t tokens);
 

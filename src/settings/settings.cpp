@@ -81,16 +81,17 @@ void add_layout(std::vector<Spec>& v) {
                  .max = int64_t(1) << 44,
                  .help = "KV cache budget: bytes with unit (512MiB, 2GiB) or a fraction of RAM "
                          "(0.2)"});
-    v.push_back({.name = "kv_cache_dtype",
-                 .kind = K::kChoice,
-                 .scope = S::kLayout,
-                 .default_text = "auto",
-                 .choices = {"auto", "f32|float32", "f16|fp16|float16", "bf16|bfloat16", "q8_0"},
-                 .help = "KV cache storage; auto: f32 (bf16 with --backend sim). f16 and bf16 "
-                         "halve its memory; bf16 on AVX512_BF16 CPUs also runs attention on bf16 "
-                         "dot products (long prompts ~1.2-1.3x faster, slightly less accurate); "
-                         "q8_0 (llama.cpp's -ctk/-ctv q8_0) takes 0.53x f16's memory, head "
-                         "dimension a multiple of 32, CPU only"});
+    v.push_back(
+        {.name = "kv_cache_dtype",
+         .kind = K::kChoice,
+         .scope = S::kLayout,
+         .default_text = "auto",
+         .choices = {"auto", "f32|float32", "f16|fp16|float16", "bf16|bfloat16", "q8_0", "q4_0"},
+         .help = "KV cache storage; auto: f32 (bf16 with --backend sim). f16 and bf16 "
+                 "halve its memory; bf16 on AVX512_BF16 CPUs also runs attention on bf16 "
+                 "dot products (long prompts ~1.2-1.3x faster, slightly less accurate); "
+                 "q8_0 (llama.cpp's -ctk/-ctv q8_0) takes 0.53x f16's memory and q4_0 "
+                 "0.28x (less accurate), head dimension a multiple of 32, CPU only"});
 }
 
 // Fixed for the life of the process.

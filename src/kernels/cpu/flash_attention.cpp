@@ -76,7 +76,7 @@ struct Scratch {
     std::vector<uint16_t> kp, vp;
     const uint16_t* kb[kKeyTile] = {};
     const uint16_t* vb[kKeyTile] = {};
-    std::vector<float> krow;  // a q8_0 pool: one key's row, dequantized before transposing
+    std::vector<float> krow;  // a quantized pool: one key's row, dequantized before transposing
 };
 
 }  // namespace pagoda::kernels::cpu::flash
@@ -160,7 +160,8 @@ HWY_INLINE void GatherTile(D df, const Item& it, int t0, int nt, int hdp, Scratc
     });
 }
 
-// One q8_0 row of hd values (kernels/types.h) as f32 into dst: fp16(d) * q, as kv_q8_value.
+// One q8_0 row of hd values (kernels/types.h) as f32 into dst: fp16(d) * q, as
+// kv_quant_value.
 template <class D>
 HWY_INLINE void DequantQ8Row(D df, const uint8_t* row, int hd, float* dst) {
     const hn::Rebind<int8_t, D> di8;
@@ -180,9 +181,47 @@ HWY_INLINE void DequantQ8Row(D df, const uint8_t* row, int hd, float* dst) {
     }
 }
 
-// Keys [t0, t0 + nt) of a q8_0 pool into s.kt (transposed) and s.v, dequantized.
+// One q4_0 row of hd values (kernels/types.h) as f32 into dst: fp16(d) * (q - 8), as
+// kv_quant_value.
 template <class D>
-HWY_INLINE void GatherTileQ8(D df, const Item& it, int t0, int nt, int hdp, Scratch& s) {
+HWY_INLINE void DequantQ4Row(D df, const uint8_t* row, int hd, float* dst) {
+    constexpr int kHalf = kKvQ8Block / 2;
+    const int N = int(hn::Lanes(df));
+    if (N > kHalf) {  // wider than a block's half: value by value
+        for (int i = 0; i < hd; ++i) dst[i] = kv_quant_value(KvDtype::kQ4_0, row, i);
+        return;
+    }
+    const hn::Rebind<uint8_t, D> du8;
+    const hn::Rebind<int32_t, D> di32;
+    const auto low = hn::Set(du8, uint8_t(15));
+    const auto eight = hn::Set(df, 8.0f);
+    for (int b = 0; b < hd / kKvQ8Block; ++b) {
+        const uint8_t* blk = row + size_t(b) * kKvQ4BlockBytes;
+        uint16_t dh;
+        std::memcpy(&dh, blk, 2);
+        const auto d = hn::Set(df, fp16_to_float(dh));
+        float* out = dst + size_t(b) * kKvQ8Block;
+        for (int i = 0; i < kHalf; i += N) {
+            const auto q = hn::LoadU(du8, blk + 2 + i);
+            const auto lo = hn::ConvertTo(df, hn::PromoteTo(di32, hn::And(q, low)));
+            const auto hi = hn::ConvertTo(df, hn::PromoteTo(di32, hn::ShiftRight<4>(q)));
+            hn::StoreU(hn::Mul(hn::Sub(lo, eight), d), df, out + i);
+            hn::StoreU(hn::Mul(hn::Sub(hi, eight), d), df, out + kHalf + i);
+        }
+    }
+}
+
+// One quantized row (q8_0 or q4_0) as f32 into dst.
+template <class D>
+HWY_INLINE void DequantRow(D df, KvDtype t, const uint8_t* row, int hd, float* dst) {
+    if (t == KvDtype::kQ4_0) return DequantQ4Row(df, row, hd, dst);
+    DequantQ8Row(df, row, hd, dst);
+}
+
+// Keys [t0, t0 + nt) of a quantized (q8_0, q4_0) pool into s.kt (transposed) and s.v,
+// dequantized.
+template <class D>
+HWY_INLINE void GatherTileQuant(D df, const Item& it, int t0, int nt, int hdp, Scratch& s) {
     const PagedKv& kv = *it.kv;
     const int bs = kv.block_size, hd = kv.head_dim, N = int(hn::Lanes(df));
     for (int c = 0; c * N < nt; ++c) s.kc[c] = s.kt.data() + size_t(c * N);
@@ -192,9 +231,9 @@ HWY_INLINE void GatherTileQ8(D df, const Item& it, int t0, int nt, int hdp, Scra
         const int32_t block = it.block_table[(t0 + j) / bs];
         const int slot = (t0 + j) % bs;
         float* v = s.v.data() + size_t(j) * size_t(hdp);
-        DequantQ8Row(df, kv.q8_row(kv.v, block, it.kv_head, slot), hd, v);
+        DequantRow(df, kv.dtype, kv.quant_row(kv.v, block, it.kv_head, slot), hd, v);
         s.vr[j] = v;
-        DequantQ8Row(df, kv.q8_row(kv.k, block, it.kv_head, slot), hd, s.krow.data());
+        DequantRow(df, kv.dtype, kv.quant_row(kv.k, block, it.kv_head, slot), hd, s.krow.data());
         for (int d = 0; d < hd; ++d) s.kt[size_t(d) * kKeyTile + size_t(j)] = s.krow[size_t(d)];
     }
 }
@@ -469,8 +508,8 @@ void FlashItem(const Item& it, Scratch& s) {
         } else {
             if (in_place) {
                 PointAtPool(df, it, t0, nt, s);
-            } else if (it.kv->dtype == KvDtype::kQ8_0) {
-                GatherTileQ8(df, it, t0, nt, hdp, s);
+            } else if (kv_quantized(it.kv->dtype)) {
+                GatherTileQuant(df, it, t0, nt, hdp, s);
             } else {
                 GatherTile(df, it, t0, nt, hdp, s);
             }

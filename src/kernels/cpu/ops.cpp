@@ -343,8 +343,8 @@ void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const floa
               const float* v_row) {
     const int32_t block = block_table[pos / kv.block_size];
     const int slot = pos % kv.block_size;
-    if (kv.dtype == KvDtype::kQ8_0) {  // K and V one quantized row each
-        kv_q8_write(kv, block, slot, k_row, v_row);
+    if (kv_quantized(kv.dtype)) {  // K and V one quantized row each
+        kv_quant_write(kv, block, slot, k_row, v_row);
         return;
     }
     for (int h = 0; h < kv.num_kv_heads; ++h) {
@@ -371,7 +371,8 @@ void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const floa
                     static_cast<uint16_t*>(kv.v)[vb + size_t(d)] = float_to_bf16(vs[d]);
                 }
                 break;
-            case KvDtype::kQ8_0: break;  // above
+            case KvDtype::kQ8_0:
+            case KvDtype::kQ4_0: break;  // above
         }
     }
 }

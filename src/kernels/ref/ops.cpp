@@ -227,24 +227,25 @@ size_t kv_index(const PagedKv& kv, const int32_t* block_table, int which, int po
 
 float kv_at(const PagedKv& kv, const int32_t* block_table, int which, int pos, int kv_head, int d) {
     const void* base = which == 0 ? kv.k : kv.v;
-    if (kv.dtype == KvDtype::kQ8_0) {
+    if (kv_quantized(kv.dtype)) {
         const int32_t block = block_table[pos / kv.block_size];
-        return kv_q8_value(kv.q8_row(base, block, kv_head, pos % kv.block_size), d);
+        return kv_quant_value(kv.dtype, kv.quant_row(base, block, kv_head, pos % kv.block_size), d);
     }
     const size_t idx = kv_index(kv, block_table, which, pos, kv_head, d);
     switch (kv.dtype) {
         case KvDtype::kF32: return static_cast<const float*>(base)[idx];
         case KvDtype::kF16: return fp16_to_float(static_cast<const uint16_t*>(base)[idx]);
         case KvDtype::kBF16: return bf16_to_float(static_cast<const uint16_t*>(base)[idx]);
-        case KvDtype::kQ8_0: break;  // above
+        case KvDtype::kQ8_0:
+        case KvDtype::kQ4_0: break;  // above
     }
     return 0.0f;
 }
 
 void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const float* k_row,
               const float* v_row) {
-    if (kv.dtype == KvDtype::kQ8_0) {
-        kv_q8_write(kv, block_table[pos / kv.block_size], pos % kv.block_size, k_row, v_row);
+    if (kv_quantized(kv.dtype)) {
+        kv_quant_write(kv, block_table[pos / kv.block_size], pos % kv.block_size, k_row, v_row);
         return;
     }
     for (int h = 0; h < kv.num_kv_heads; ++h) {
@@ -265,7 +266,8 @@ void kv_write(const PagedKv& kv, const int32_t* block_table, int pos, const floa
                     static_cast<uint16_t*>(kv.k)[ki] = float_to_bf16(kf);
                     static_cast<uint16_t*>(kv.v)[vi] = float_to_bf16(vf);
                     break;
-                case KvDtype::kQ8_0: break;  // above
+                case KvDtype::kQ8_0:
+                case KvDtype::kQ4_0: break;  // above
             }
         }
     }
