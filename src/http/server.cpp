@@ -131,23 +131,12 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     }
     void write(std::string_view chunk) override {
         if (chunk.empty() || write_now(chunk)) return;
-        Item it;
-        it.kind = Item::kChunk;
-        it.data = chunk;
-        push(std::move(it));
+        push(Item::of(Item::kChunk, chunk));
     }
-    void finish() override {
-        Item it;
-        it.kind = Item::kFinish;
-        push(std::move(it));
-    }
+    void finish() override { push(Item::of(Item::kFinish)); }
     void write_last(std::string_view chunk) override {
         if (chunk.empty()) return finish();
-        Item it;
-        it.kind = Item::kChunk;
-        it.data = chunk;
-        it.last = true;
-        push(std::move(it));
+        push(Item::of(Item::kChunk, chunk, true));
     }
     void post(std::function<void()> fn) override { asio::post(ex_, std::move(fn)); }
     void on_disconnect(std::function<void()> fn) override {
@@ -234,18 +223,13 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
         boost::system::error_code ec;
         const size_t n = socket_->write_some(framed, ec);
         write_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-        const size_t total = asio::buffer_size(framed);
-        if (!ec && n == total) return true;
+        if (!ec && n == asio::buffer_size(framed)) return true;
         if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
             mark_disconnected();
             timer_.cancel();  // the coroutine sees the disconnect and ends the answer
             return true;
         }
-        Item rest;
-        rest.kind = Item::kRaw;
-        rest.data = size;
-        rest.data += chunk;
-        rest.data += "\r\n";
+        Item rest = Item::of(Item::kRaw, size.append(chunk).append("\r\n"));
         rest.data.erase(0, ec ? 0 : n);
         push(std::move(rest));
         return true;
@@ -351,6 +335,13 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
         // kHead: the first chunk's data, once pushed. kChunk or kHead: the answer ends after
         // it (a finish was pushed right after).
         bool last = false;
+        static Item of(Kind k, std::string_view data = {}, bool last = false) {
+            Item it;
+            it.kind = k;
+            it.data = data;
+            it.last = last;
+            return it;
+        }
     };
     struct Watch {
         bool done = false, stopping = false, got_data = false;

@@ -186,6 +186,19 @@ std::string dechunk(const std::string& raw) {
     }
 }
 
+// Sends a request for a streamed answer, reads nothing for 300 ms (the server's writes fill
+// the socket meanwhile), then reads the answer and checks its body is `want`.
+void expect_late_read_body(int port, const std::string& want) {
+    const int fd = connect_to(port);
+    send_all(fd, "GET /big HTTP/1.1\r\nConnection: close\r\n\r\n");
+    std::this_thread::sleep_for(300ms);
+    const std::string out = read_until_close(fd);
+    ::close(fd);
+    const std::string body = dechunk(out);
+    EXPECT_EQ(body.size(), want.size());
+    EXPECT_TRUE(body == want) << "the streamed bytes differ from what was written";
+}
+
 // Chunks far larger than the socket takes at once (the client reads late): what the
 // non-blocking write leaves is written when the socket drains, every byte in order.
 TEST(HttpServer, ChunksLargerThanTheSocketTakesArriveWhole) {
@@ -206,14 +219,7 @@ TEST(HttpServer, ChunksLargerThanTheSocketTakesArriveWhole) {
             }).detach();
         });
     });
-    const int fd = connect_to(s.port);
-    send_all(fd, "GET /big HTTP/1.1\r\nConnection: close\r\n\r\n");
-    std::this_thread::sleep_for(300ms);  // the server's writes fill the socket meanwhile
-    const std::string out = read_until_close(fd);
-    ::close(fd);
-    const std::string body = dechunk(out);
-    EXPECT_EQ(body.size(), want.size());
-    EXPECT_TRUE(body == want) << "the streamed bytes differ from what was written";
+    expect_late_read_body(s.port, want);
 }
 
 // Written as a pump writes, on the connection's own thread: straight to the socket while the
@@ -251,14 +257,7 @@ TEST(HttpServer, ChunksWrittenOnTheConnectionsThreadArriveWhole) {
             }).detach();
         });
     });
-    const int fd = connect_to(s.port);
-    send_all(fd, "GET /big HTTP/1.1\r\nConnection: close\r\n\r\n");
-    std::this_thread::sleep_for(300ms);  // the server's writes fill the socket meanwhile
-    const std::string out = read_until_close(fd);
-    ::close(fd);
-    const std::string body = dechunk(out);
-    EXPECT_EQ(body.size(), want.size());
-    EXPECT_TRUE(body == want) << "the streamed bytes differ from what was written";
+    expect_late_read_body(s.port, want);
 }
 
 // What arrives within `wait` of the first byte (one write of the server's, on loopback).

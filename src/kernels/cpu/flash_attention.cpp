@@ -211,13 +211,6 @@ HWY_INLINE void DequantQ4Row(D df, const uint8_t* row, int hd, float* dst) {
     }
 }
 
-// One quantized row (q8_0 or q4_0) as f32 into dst.
-template <class D>
-HWY_INLINE void DequantRow(D df, KvDtype t, const uint8_t* row, int hd, float* dst) {
-    if (t == KvDtype::kQ4_0) return DequantQ4Row(df, row, hd, dst);
-    DequantQ8Row(df, row, hd, dst);
-}
-
 // Keys [t0, t0 + nt) of a quantized (q8_0, q4_0) pool into s.kt (transposed) and s.v,
 // dequantized.
 template <class D>
@@ -231,9 +224,10 @@ HWY_INLINE void GatherTileQuant(D df, const Item& it, int t0, int nt, int hdp, S
         const int32_t block = it.block_table[(t0 + j) / bs];
         const int slot = (t0 + j) % bs;
         float* v = s.v.data() + size_t(j) * size_t(hdp);
-        DequantRow(df, kv.dtype, kv.quant_row(kv.v, block, it.kv_head, slot), hd, v);
+        const auto dequant = kv.dtype == KvDtype::kQ4_0 ? DequantQ4Row<D> : DequantQ8Row<D>;
+        dequant(df, kv.quant_row(kv.v, block, it.kv_head, slot), hd, v);
         s.vr[j] = v;
-        DequantRow(df, kv.dtype, kv.quant_row(kv.k, block, it.kv_head, slot), hd, s.krow.data());
+        dequant(df, kv.quant_row(kv.k, block, it.kv_head, slot), hd, s.krow.data());
         for (int d = 0; d < hd; ++d) s.kt[size_t(d) * kKeyTile + size_t(j)] = s.krow[size_t(d)];
     }
 }
