@@ -459,6 +459,61 @@ TEST(RequestStream, GathersEveryIntervalEventsAndSendsTheEndsAtOnce) {
     }
 }
 
+// The engine's outbox reuses its slots step after step (their buffers kept): a slot taken
+// again starts empty, whichever stream it served before (b ends at step 4, in the slot a
+// takes next), so each stream gets its own tokens, text and end once, in order, gathered
+// (interval 4) or not (1).
+TEST(Outbox, ReusedSlotsCarryNothingOverBetweenSteps) {
+    RequestStream a(1, nullptr), b(2, nullptr);
+    a.set_notify([] {}, 4);
+    b.set_notify([] {}, 1);
+    auto last_step = [&](const RequestStream* s) { return s == &a ? 8 : 4; };
+    auto token = [&](const RequestStream* s, int step) {
+        return int32_t(step * 10 + int(s->id()));
+    };
+    std::map<const RequestStream*, std::vector<Event>> got;
+    Outbox out;
+    const Clock::time_point t0 = Clock::now();
+    for (int step = 0; step < 9; ++step) {
+        // The streams trade slots every step: slot 0 served the other one last time.
+        for (RequestStream* s : {step % 2 ? &a : &b, step % 2 ? &b : &a}) {
+            if (step > last_step(s)) continue;
+            Event& ev = out.add(s, 0, t0 + std::chrono::milliseconds(step), uint64_t(step));
+            ev.token_ids.push_back(token(s, step));
+            ev.text += std::to_string(token(s, step)) + ",";  // as a finish appends its text
+            if (step == last_step(s)) {
+                ev.finish = FinishReason::kLength;
+                ev.request_done = true;
+            }
+        }
+        out.deliver();
+        EXPECT_TRUE(out.empty());
+        for (RequestStream* s : {&a, &b}) {  // taken every step, as the server's pump does
+            std::vector<Event> taken;
+            s->take_all(taken);
+            for (Event& ev : taken) got[s].push_back(std::move(ev));
+            EXPECT_EQ(s->done(), step >= last_step(s)) << "stream " << s->id() << " step " << step;
+        }
+    }
+    for (const RequestStream* s : {&a, &b}) {
+        std::vector<int32_t> ids, want;
+        std::string text, want_text;
+        int finishes = 0;
+        for (const Event& ev : got[s]) {
+            ids.insert(ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+            text += ev.text;
+            finishes += ev.finish ? 1 : 0;
+        }
+        for (int step = 0; step <= last_step(s); ++step) {
+            want.push_back(token(s, step));
+            want_text += std::to_string(token(s, step)) + ",";
+        }
+        EXPECT_EQ(ids, want) << "stream " << s->id();
+        EXPECT_EQ(text, want_text) << "stream " << s->id();
+        EXPECT_EQ(finishes, 1) << "stream " << s->id();
+    }
+}
+
 // Gathering keeps each sample's events apart: n > 1 interleaves samples, and an event of
 // another sample queues what was gathered first.
 TEST(RequestStream, GathersOneSampleAtATime) {
