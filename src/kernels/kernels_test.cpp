@@ -362,29 +362,36 @@ TEST(Kernels, ElementwiseMatchReference) {
         1e-4);
 }
 
-// A q4_0 KV row is GGUF's block_q4_0, byte for byte as the weight quantizer writes it (the
-// format's own reference here), and reads back as fp16(d) * (q - 8): the value of largest
-// magnitude exactly (q 0), zero as 8, every value within half a step.
-TEST(Kernels, KvQ4RowIsGgufBlockQ4) {
-    auto x = randn(32 * 6, 21, 3.0f);
+// A q4_0 KV row is GGUF's block_q4_0 as the weight quantizer writes it; its values read
+// back as the GGUF weight dequantizer reads them (fp16(d) * (q - 8): byte j holds value j
+// low, j + 16 high), the value of largest magnitude exactly, every value within half a
+// step, and an all-zero block as zeros.
+TEST(Kernels, KvQ4ValuesAreTheGgufDequantizersValues) {
+    const int kvh = 2, hd = 96, n = kvh * hd;
+    auto x = randn(size_t(n), 21, 3.0f);
     for (int i = 32; i < 64; ++i) x[size_t(i)] = 0.0f;  // an all-zero block: scale 0
-    std::vector<uint8_t> got(6 * kKvQ4BlockBytes), want(got.size());
-    kv_q4_quantize_row(x.data(), int(x.size()), got.data());
-    ref::quantize_row(TensorType::kQ4_0, x.data(), int64_t(x.size()), want.data());
-    EXPECT_EQ(got, want);
-    for (int b = 0; b < 6; ++b) {
-        float amax = 0, d = 0;
+    std::vector<uint8_t> kpool(size_t(kvh) * kv_row_bytes(KvDtype::kQ4_0, hd)), vpool(kpool.size());
+    const PagedKv kv{kpool.data(), vpool.data(), KvDtype::kQ4_0, 1, kvh, hd};
+    kv_quant_write(kv, 0, 0, x.data(), x.data());
+    std::vector<uint8_t> want(kpool.size());
+    ref::quantize_row(TensorType::kQ4_0, x.data(), n, want.data());
+    EXPECT_EQ(kpool, want);
+    std::vector<float> deq(x.size());
+    ref::dequantize_row(WeightView{TensorType::kQ4_0, 1, n, want.data()}, 0, deq.data());
+    for (int b = 0; b < n / 32; ++b) {
+        float amax = 0;
         for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[size_t(b * 32 + j)]));
-        uint16_t dh;
-        std::memcpy(&dh, got.data() + b * kKvQ4BlockBytes, 2);
-        d = std::fabs(fp16_to_float(dh));
         for (int j = 0; j < 32; ++j) {
-            const float v = kv_quant_value(KvDtype::kQ4_0, got.data(), b * 32 + j);
-            EXPECT_LE(std::fabs(v - x[size_t(b * 32 + j)]), 0.5f * d + 1e-3f * amax)
-                << b << " " << j;
+            const int i = b * 32 + j;
+            const float v = kv_quant_value(KvDtype::kQ4_0, kpool.data(), i);
+            EXPECT_EQ(v, deq[size_t(i)]) << i;
+            EXPECT_LE(std::fabs(v - x[size_t(i)]), amax / 16 + 1e-3f * amax) << i;
+            if (std::fabs(x[size_t(i)]) == amax) {
+                EXPECT_NEAR(v, x[size_t(i)], 1e-3f * amax) << i;
+            }
         }
     }
-    EXPECT_EQ(kv_quant_value(KvDtype::kQ4_0, got.data(), 40), 0.0f);
+    EXPECT_EQ(kv_quant_value(KvDtype::kQ4_0, kpool.data(), 40), 0.0f);
 }
 
 TEST(Kernels, QuantizeQ8MatchesReferenceQuantizer) {

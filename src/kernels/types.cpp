@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "base/half.h"
+#include "kernels/ref/ops.h"
 
 namespace pagoda::kernels {
 
@@ -40,29 +41,13 @@ void kv_q8_quantize_row(const float* x, int n, uint8_t* out) {
     }
 }
 
-void kv_q4_quantize_row(const float* x, int n, uint8_t* out) {
-    constexpr int kHalf = kKvQ8Block / 2;
-    for (int b = 0; b < n / kKvQ8Block; ++b) {
-        const float* xb = x + b * kKvQ8Block;
-        uint8_t* ob = out + b * kKvQ4BlockBytes;
-        float amax = 0, m = 0;
-        for (int i = 0; i < kKvQ8Block; ++i) {
-            if (std::fabs(xb[i]) > amax) {
-                amax = std::fabs(xb[i]);
-                m = xb[i];
-            }
-        }
-        const float d = m / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
-        const uint16_t dh = float_to_fp16(d);
-        std::memcpy(ob, &dh, 2);
-        auto q = [&](float v) { return uint8_t(std::min(15, int(v * id + 8.5f))); };
-        for (int j = 0; j < kHalf; ++j) ob[2 + j] = uint8_t(q(xb[j]) | (q(xb[j + kHalf]) << 4));
-    }
-}
-
 void kv_quant_write(const PagedKv& kv, int32_t block, int slot, const float* k_row,
                     const float* v_row) {
-    auto quantize = kv.dtype == KvDtype::kQ4_0 ? kv_q4_quantize_row : kv_q8_quantize_row;
+    // q4_0: the GGUF weight quantizer's blocks, as llama.cpp's q4_0 cache writes them.
+    auto q4 = [](const float* x, int n, uint8_t* out) {
+        ref::quantize_row(TensorType::kQ4_0, x, n, out);
+    };
+    auto quantize = kv.dtype == KvDtype::kQ4_0 ? +q4 : kv_q8_quantize_row;
     for (int h = 0; h < kv.num_kv_heads; ++h) {
         const size_t off = size_t(h) * size_t(kv.head_dim);
         quantize(k_row + off, kv.head_dim,

@@ -66,11 +66,8 @@ struct PagedKv {
 // q8_0 rows as GGUF and llama.cpp quantize them: per block d = max|x| / 127 (stored fp16),
 // q = round(x / d); a value is fp16(d) * q.
 void kv_q8_quantize_row(const float* x, int n, uint8_t* out);
-// q4_0 rows as GGUF and llama.cpp quantize them: per block m = the value of largest
-// magnitude, d = m / -8 (stored fp16), q = min(15, trunc(x / d + 8.5)); a value is
-// fp16(d) * (q - 8).
-void kv_q4_quantize_row(const float* x, int n, uint8_t* out);
-// Value i of a quantized row (q8_0 or q4_0).
+// Value i of a quantized row (q8_0 or q4_0; q4_0 rows are the GGUF weight quantizer's,
+// ref::quantize_row: a value is fp16(d) * (q - 8)).
 float kv_quant_value(KvDtype t, const uint8_t* row, int i);
 // Every KV head's K and V rows of one token (k_row, v_row: [num_kv_heads][head_dim]) into
 // slot `slot` of block `block` of a quantized (q8_0, q4_0) layer.

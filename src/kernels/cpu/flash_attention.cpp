@@ -220,11 +220,11 @@ HWY_INLINE void GatherTileQuant(D df, const Item& it, int t0, int nt, int hdp, S
     for (int c = 0; c * N < nt; ++c) s.kc[c] = s.kt.data() + size_t(c * N);
     s.ks = kKeyTile;
     s.krow.resize(size_t(hd));
+    const auto dequant = kv.dtype == KvDtype::kQ4_0 ? DequantQ4Row<D> : DequantQ8Row<D>;
     for (int j = 0; j < nt; ++j) {
         const int32_t block = it.block_table[(t0 + j) / bs];
         const int slot = (t0 + j) % bs;
         float* v = s.v.data() + size_t(j) * size_t(hdp);
-        const auto dequant = kv.dtype == KvDtype::kQ4_0 ? DequantQ4Row<D> : DequantQ8Row<D>;
         dequant(df, kv.quant_row(kv.v, block, it.kv_head, slot), hd, v);
         s.vr[j] = v;
         dequant(df, kv.quant_row(kv.k, block, it.kv_head, slot), hd, s.krow.data());
