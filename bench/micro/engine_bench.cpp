@@ -5,14 +5,21 @@
 // modelled time divided by SPEED so the run is CPU-bound. A consumer thread takes each
 // stream's events every INTERVAL events, as the server's --stream-interval does. Reports the
 // engine thread's CPU microseconds per token (from /proc/self/task) over ROUNDS runs.
+// EVICT_MB > 0 writes over a buffer that large after each forward pass, so that the step's
+// work starts from cold caches as the server's does on this VM, where a vCPU left idle for
+// the modelled GPU time comes back with other work in its caches; the writes' own CPU time
+// is left out. Run it under `valgrind --tool=callgrind --cache-sim=yes` to count, function
+// by function, the cache lines a step brings in (docs/performance.md).
 //
 //   engine_bench [REQUESTS (2000)] [CONCURRENCY (200)] [INTERVAL (16)] [ROUNDS (3)] [SPEED (1e4)]
+//                [EVICT_MB (0)]
 #include <fmt/core.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -50,6 +57,12 @@ double thread_cpu_s(const std::string& name) {
         ticks += utime + stime;
     }
     return ticks / double(sysconf(_SC_CLK_TCK));
+}
+
+double thread_cpu_now_s() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
 }
 
 // Streams whose notifier fired, drained by one consumer thread (the server's PumpQueue).
@@ -105,8 +118,21 @@ int main(int argc, char** argv) {
     cfg.kv.memory_bytes = plan->kv;
     cfg.kv.virtual_memory = true;
     const int vocab = (*m)->tokenizer().vocab().size();
-    fmt::print("engine thread CPU per token: {} requests, {} at a time, interval {}, speed {}\n",
-               requests, concurrency, interval, o.speed);
+    const size_t evict_bytes = size_t(argc > 6 ? std::atof(argv[6]) : 0) << 20;
+    std::vector<uint8_t> evict(evict_bytes);
+    std::atomic<double> evict_cpu_s{0};
+    if (evict_bytes > 0) {
+        cfg.on_forward = [&](const model::ForwardBatch&, double) {
+            const double t0 = thread_cpu_now_s();
+            for (size_t i = 0; i < evict.size(); i += 64) evict[i] = uint8_t(evict[i] + 1);
+            evict_cpu_s = evict_cpu_s + (thread_cpu_now_s() - t0);
+        };
+    }
+    fmt::print("engine thread CPU per token: {} requests, {} at a time, interval {}, speed {}{}\n",
+               requests, concurrency, interval, o.speed,
+               evict_bytes > 0
+                   ? fmt::format(", {} MiB evicted after each forward", evict_bytes >> 20)
+                   : "");
     for (int round = 0; round < rounds; ++round) {
         auto e = engine::Engine::create(**m, cfg);
         if (!e.ok()) return fmt::print(stderr, "{}\n", e.error().message), 1;
@@ -145,7 +171,7 @@ int main(int argc, char** argv) {
             live.push_back(*s);
         }
         consumer.join();
-        const double cpu = thread_cpu_s("pagoda-engine") - cpu0;
+        const double cpu = thread_cpu_s("pagoda-engine") - cpu0 - evict_cpu_s.exchange(0);
         fmt::print("round {}: {} tokens, engine thread {:.3f} s, {:.2f} us a token\n", round + 1,
                    c.tokens.load(), cpu, cpu * 1e6 / double(c.tokens.load()));
     }

@@ -19,6 +19,42 @@ namespace {
 
 using namespace test_util;
 
+// An outbox slot's tail (logprobs, stop reason, error, usage, timings) is written only with
+// the flag that makes the slot's next event clear it. A request that ended hands its slot
+// to the next in the step (c's to b, then b's to a): their events carry none of its tail.
+// And a stream notified every 4 events gathers every token's logprob.
+TEST(Outbox, TailsStayWithTheirEvents) {
+    set_log_level(LogLevel::kWarn);
+    auto e = Engine::create(stories(), config(16, 2048));
+    ASSERT_TRUE(e.ok());
+    const tokenizer::Tokenizer& tok = stories().tokenizer();
+    auto sc = *(*e)->submit(greedy(tok.encode("One day"), 4));
+    auto sb = *(*e)->submit(greedy(tok.encode("The little dog"), 20));
+    Request a = greedy(tok.encode("Once upon a time"), 40);
+    a.sampling.logprobs = 1;
+    auto sa = *(*e)->submit(a);
+    sa->set_notify([] {}, 4);  // the first events may pass before: the rest are gathered
+    for (auto [s, tokens] : {std::pair{sc.get(), 4}, {sa.get(), 40}, {sb.get(), 20}}) {
+        size_t ids = 0, logprobs = 0, plain = 0;
+        Event ev;
+        while (s->next(ev)) {
+            ids += ev.token_ids.size();
+            logprobs += ev.logprobs.size();
+            if (ev.request_done) {
+                EXPECT_EQ(ev.usage.completion_tokens, tokens);
+                continue;
+            }
+            ++plain;
+            EXPECT_TRUE(ev.stop_reason.empty() && ev.error.empty()) << tokens << " " << plain;
+            EXPECT_EQ(ev.usage.completion_tokens, 0) << tokens << " " << plain;
+            EXPECT_EQ(ev.timings.steps, 0) << tokens << " " << plain;
+        }
+        EXPECT_EQ(ids, size_t(tokens));
+        EXPECT_EQ(logprobs, s == sa.get() ? ids : 0u) << tokens;
+        EXPECT_GT(plain, 0u);
+    }
+}
+
 // KV re-layout between steps: running sequences keep their computed tokens (their K/V is
 // copied into the new block size) or, when the dtype changes, are recomputed in the new pool;
 // greedy outputs do not change either way; a pool a live sequence cannot fit is refused and

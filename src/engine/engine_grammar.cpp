@@ -25,7 +25,7 @@ void Engine::start_matchers(LiveRequest& r) {
     const auto& ids = r.req.prompt_ids;
     const size_t resumed = std::min(size_t(std::max(r.req.resumed_tokens, 0)), ids.size());
     for (Sample& c : r.samples) {
-        c.matcher.emplace(con->grammar);
+        c.matcher = std::make_unique<grammar::Matcher>(con->grammar);
         // A resumed stream: the output so far, replayed (the server checked that it follows
         // the grammar, so a refusal here is not reachable).
         for (size_t i = ids.size() - resumed; i < ids.size(); ++i) {
@@ -61,7 +61,7 @@ bool Engine::advance_grammar(LiveRequest& r, Sample& c, int32_t tok) {
         c.matcher->accept(token_bytes_[size_t(tok)]))
         return true;
     // Not reachable while masks are right: a sampled token is always an allowed one.
-    event_for(r, c).error = "internal error: a token outside the grammar was sampled";
+    event_for(r, c).set_error("internal error: a token outside the grammar was sampled");
     finish_sample(r, c, FinishReason::kError, "");
     return false;
 }

@@ -154,7 +154,7 @@ void Engine::admit(std::shared_ptr<RequestStream> stream, Request request) {
         if (r->req.detokenize) {
             c.detok = std::make_unique<tokenizer::IncrementalDetokenizer>(
                 model_->tokenizer(), tokenizer::IncrementalDetokenizer::Position::kContinuation);
-            if (!sp.stop.empty()) c.stops.emplace(sp.stop);
+            if (!sp.stop.empty()) c.stops = std::make_unique<StopMatcher>(sp.stop);
         }
     }
     start_matchers(*r);
@@ -173,6 +173,7 @@ void Engine::admit(std::shared_ptr<RequestStream> stream, Request request) {
     ++totals_.requests_submitted;
     reqs_.push_back(std::move(r));
     LiveRequest& live = *reqs_.back();
+    seq->owner = &live;  // sample 0, as by_seq_ says
     const Status st = sched_->add(std::move(seq));
     if (!st.ok()) {
         const bool full = st.error().code == ErrorCode::kResourceExhausted;
@@ -199,7 +200,7 @@ void Engine::handle_timeouts(const scheduler::BatchPlan& plan) {
         if (r.remaining == int(r.samples.size()) && !r.forked) {
             fail_request(r, FinishReason::kTimeout, why);  // never started: all samples
         } else {
-            event_for(r, c).error = why;
+            event_for(r, c).set_error(why);
             finish_sample(r, c, FinishReason::kTimeout, "");
         }
     }
@@ -235,8 +236,11 @@ void Engine::build_batch(const scheduler::BatchPlan& plan, Clock::time_point now
         batch_.token_ids.insert(batch_.token_ids.end(), s->tokens.begin() + x.pos_start,
                                 s->tokens.begin() + x.pos_start + x.num_tokens);
         batch_.seqs.push_back(span);
-        auto it = by_seq_.find(x.id);
-        step_refs_.push_back(it != by_seq_.end() ? it->second : SampleRef{});
+        // by_seq_[x.id], kept in the sequence (no lookup); none for a sequence no request
+        // owns.
+        step_refs_.push_back(s->owner != nullptr ? SampleRef{static_cast<LiveRequest*>(s->owner),
+                                                             int(s->owner_sample)}
+                                                 : SampleRef{});
         const SampleRef& ref = step_refs_.back();
         if (x.sample) {  // a decode's drafts: every row (the last token's, then each draft's)
             for (int i = x.num_draft; i >= 0; --i)
@@ -281,7 +285,7 @@ void Engine::prefetch_step_state(const scheduler::BatchPlan& plan) const {
         const LiveRequest* r = step_refs_[k].req;
         if (r == nullptr || size_t(step_refs_[k].sample) >= r->samples.size()) continue;
         const Sample& c = r->samples[size_t(step_refs_[k].sample)];
-        prefetch_lines(c.sampler.get(), sizeof(SamplingParams) + 64);
+        prefetch_lines(c.sampler.get(), 64);  // what a greedy step reads (Sampler)
         if (c.detok) prefetch_lines(c.detok.get());
         r->stream->prefetch_gathered();
     }
@@ -342,6 +346,7 @@ void Engine::fork_samples(LiveRequest& r, kvcache::SeqId parent) {
         if (r.samples[i].done) continue;
         const kvcache::SeqId child = next_seq_++;
         sched_->fork(parent, child);
+        sched_->get(child)->owner_sample = int32_t(i);  // the owner is the parent's: r
         r.samples[i].seq = child;
         by_seq_[child] = {&r, int(i)};
     }
@@ -353,8 +358,8 @@ void Engine::emit(const std::vector<SampledToken>& sampled) {
         if (c.done) continue;
         if (s.token == kNoAllowedToken) {  // the grammar's text cannot go on in this vocabulary
             if (!c.matcher->can_end()) {
-                event_for(*s.req, c).error =
-                    "no token of this model's vocabulary can continue the output's grammar";
+                event_for(*s.req, c).set_error(
+                    "no token of this model's vocabulary can continue the output's grammar");
             }
             finish_sample(*s.req, c,
                           c.matcher->can_end() ? FinishReason::kStop : FinishReason::kError, "");
@@ -393,6 +398,7 @@ void Engine::emit_token(LiveRequest& r, Sample& c, int32_t tok, const float* log
     if (!advance_grammar(r, c, tok)) return;
     ev.token_ids.push_back(tok);
     if (sp.logprobs >= 0) {
+        ev.tail = true;
         ev.logprobs.push_back(
             compute_logprobs({logits, size_t(model_->config().vocab_size)}, tok, sp.logprobs));
     }
@@ -451,6 +457,7 @@ void Engine::finish_sample(LiveRequest& r, Sample& c, FinishReason why, std::str
     if (c.stops) ev.text += c.stops->flush();
     if (c.detok) ev.text += c.detok->flush();
     ev.finish = why;
+    ev.tail = true;
     ev.stop_reason = std::move(stop_reason);
     ++totals_.finished_by_reason[int(why)];
     if (--r.remaining == 0) {
@@ -482,7 +489,7 @@ std::vector<int32_t> Engine::take_finished_lengths() {
 void Engine::fail_request(LiveRequest& r, FinishReason why, const std::string& error) {
     for (Sample& c : r.samples) {
         if (c.done) continue;
-        event_for(r, c).error = error;
+        event_for(r, c).set_error(error);
         finish_sample(r, c, why, "");
     }
 }

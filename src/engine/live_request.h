@@ -25,13 +25,15 @@ namespace pagoda::engine {
 
 class RequestStream;
 
+// Every member in the first cache line (what each token reads: whether there are stop
+// strings or a grammar is a pointer test, not an optional's flag past its storage).
 struct Sample {
     kvcache::SeqId seq =
         kvcache::kNoSeq;  // none until it has a sequence (samples 1..n-1 fork after prefill)
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;  // when the request detokenizes
-    std::optional<StopMatcher> stops;                          // when it has stop strings
-    std::optional<grammar::Matcher> matcher;  // where the output is constrained: its position
+    std::unique_ptr<StopMatcher> stops;                        // when it has stop strings
+    std::unique_ptr<grammar::Matcher> matcher;  // where the output is constrained: its position
     int generated = 0;
     bool done = false;
 };

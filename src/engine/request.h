@@ -55,26 +55,38 @@ struct RequestTimings {
 
 // One step's output for one of a request's n samples. The last event of a request has
 // request_done set, with usage and timings.
+//
+// Laid out for the engine's outbox, whose slots are reused step after step and start each
+// step cold on a VM whose core ran other work during the forward pass: what every token
+// writes is in the first two cache lines; the rest (the tail) is written only when a sample
+// ends, fails or asks for logprobs, and whoever writes it sets `tail`, so that reset() and
+// the gathering of plain events never touch those lines otherwise.
 struct Event {
-    int index = 0;                       // which of the n samples
-    std::vector<int32_t> token_ids;      // new tokens (stop/end tokens are not included)
-    std::string text;                    // new text (held back while a stop string may be forming)
-    std::vector<TokenLogprob> logprobs;  // one per token in token_ids when logprobs >= 0
+    int index = 0;  // which of the n samples
+    bool request_done = false;
+    bool tail = false;                   // a field after step_times may be set
+    std::optional<FinishReason> finish;  // this sample is complete
     Clock::time_point time;              // when the tokens were produced
     uint64_t step = 0;                   // engine step that produced it
+    std::vector<int32_t> token_ids;      // new tokens (stop/end tokens are not included)
+    std::string text;                    // new text (held back while a stop string may be forming)
     // Gathered events (a stream notified every N events, RequestStream::set_notify): the
     // time of each step gathered, in order, the last being `time`; empty for one step.
     std::vector<Clock::time_point> step_times;
-    std::optional<FinishReason> finish;  // this sample is complete
+    // The tail.
+    std::vector<TokenLogprob> logprobs;  // one per token in token_ids when logprobs >= 0
     std::string stop_reason;             // the stop string or token id that ended it
     std::string error;                   // for kRejected / kError
-    bool request_done = false;
     Usage usage;
     RequestTimings timings;
 
     // A new event in this one's place, its buffers' capacity kept (the engine's outbox
     // reuses its slots, so a step's events allocate nothing once warm).
     void reset(int new_index, Clock::time_point new_time, uint64_t new_step);
+    void set_error(std::string message) {
+        tail = true;
+        error = std::move(message);
+    }
 };
 
 }  // namespace pagoda::engine

@@ -12,14 +12,18 @@ namespace {
 
 // An event that only carries tokens: it can be gathered with the next of its sample.
 bool plain(const Event& ev) {
-    return !ev.finish && !ev.request_done && ev.error.empty() && ev.stop_reason.empty();
+    return !ev.finish && !ev.request_done &&
+           (!ev.tail || (ev.error.empty() && ev.stop_reason.empty()));
 }
 
 void gather(Event& into, Event& ev) {
     into.token_ids.insert(into.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
     into.text += ev.text;
-    into.logprobs.insert(into.logprobs.end(), std::make_move_iterator(ev.logprobs.begin()),
-                         std::make_move_iterator(ev.logprobs.end()));
+    if (ev.tail) {  // a plain event's tail holds logprobs at most
+        into.tail = true;
+        into.logprobs.insert(into.logprobs.end(), std::make_move_iterator(ev.logprobs.begin()),
+                             std::make_move_iterator(ev.logprobs.end()));
+    }
     if (into.step_times.empty()) into.step_times.push_back(into.time);
     into.step_times.push_back(ev.time);
     into.time = ev.time;
@@ -157,16 +161,18 @@ void Outbox::deliver() {
 
 void Event::reset(int new_index, Clock::time_point new_time, uint64_t new_step) {
     index = new_index;
-    token_ids.clear();
-    text.clear();
-    logprobs.clear();
+    request_done = false;
+    finish.reset();
     time = new_time;
     step = new_step;
+    token_ids.clear();
+    text.clear();
     step_times.clear();
-    finish.reset();
+    if (!tail) return;
+    tail = false;
+    logprobs.clear();
     stop_reason.clear();
     error.clear();
-    request_done = false;
     usage = Usage{};
     timings = RequestTimings{};
 }

@@ -114,7 +114,12 @@ class RequestStream {
 // across steps, their buffers with them.
 class Outbox {
   public:
-    using Entry = std::pair<RequestStream*, Event>;
+    // A slot: the stream and the event, cache-line aligned so that what every token writes
+    // (the stream and the event's first fields) takes two lines.
+    struct alignas(64) Entry {
+        RequestStream* first = nullptr;
+        Event second;
+    };
     Event& add(RequestStream* stream, int index, Clock::time_point time, uint64_t step);
     std::span<Entry> events() { return {slots_.data(), used_}; }
     bool empty() const { return used_ == 0; }

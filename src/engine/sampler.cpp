@@ -52,13 +52,15 @@ Status SamplingParams::validate(int vocab_size) const {
 #undef bad
 
 Sampler::Sampler(const SamplingParams& p, int index)
-    : p_(p),
-      index_(index),
+    : index_(index),
+      min_tokens_(p.min_tokens),
       penalties_(p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
-                 p.frequency_penalty != 0.0f) {}
+                 p.frequency_penalty != 0.0f),
+      plain_greedy_(p.temperature == 0.0f && !penalties_ && p.logit_bias.empty()),
+      p_(p) {}
 
 bool Sampler::masks_end(std::span<const int32_t> end_tokens) const {
-    return generated_ < p_.min_tokens && !end_tokens.empty();
+    return generated_ < min_tokens_ && !end_tokens.empty();
 }
 
 bool Sampler::reshapes(std::span<const int32_t> end_tokens) const {
@@ -66,7 +68,7 @@ bool Sampler::reshapes(std::span<const int32_t> end_tokens) const {
 }
 
 bool Sampler::greedy(std::span<const int32_t> end_tokens) const {
-    return p_.temperature == 0.0f && !reshapes(end_tokens);
+    return plain_greedy_ && !masks_end(end_tokens);
 }
 
 void Sampler::accept(int32_t token) {

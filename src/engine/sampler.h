@@ -88,12 +88,15 @@ class Sampler {
     int32_t draw(std::span<const float> logits);
     bool masks_end(std::span<const int32_t> end_tokens) const;  // before min_tokens
     bool reshapes(std::span<const int32_t> end_tokens) const;   // penalty, bias or end mask
-    // What every step reads first (Engine::prefetch_step_state fetches the first lines);
-    // the generator's 2.5 KB of state last.
-    SamplingParams p_;
+    // What a greedy step reads and writes, in the first cache line (the line
+    // Engine::prefetch_step_state fetches); the parameters next; the generator's 2.5 KB of
+    // state last.
     int index_ = 0;
-    bool penalties_;  // repetition, presence or frequency: the history is kept
     int generated_ = 0;
+    int min_tokens_ = 0;  // p_.min_tokens
+    bool penalties_;      // repetition, presence or frequency: the history is kept
+    bool plain_greedy_;   // temperature 0, no penalty, no logit bias
+    SamplingParams p_;
     std::unordered_map<int32_t, int> counts_;      // generated token -> occurrences
     std::vector<float> row_;                       // scratch: processed logits
     std::vector<std::pair<float, int32_t>> cand_;  // scratch

@@ -184,5 +184,34 @@ TEST(SamplingParams, ValidateNamesTheFieldAndTheRange) {
     EXPECT_EQ(message([](SamplingParams& p) { p.stop = {""}; }), "stop strings must not be empty");
 }
 
+// greedy(): the row's own argmax is the answer (the backend may pick it) only at temperature
+// 0 with nothing that reshapes the row: no penalty, no logit bias, and no end token masked
+// before min_tokens (from the min_tokens-th accepted token on, the row is the row again).
+TEST(Sampler, GreedyOnlyWhenTheRowIsTakenAsItIs) {
+    const std::vector<int32_t> ends = {2};
+    auto greedy = [&](void (*edit)(SamplingParams&)) {
+        SamplingParams p;
+        p.temperature = 0;
+        edit(p);
+        return Sampler(p).greedy(ends);
+    };
+    EXPECT_TRUE(greedy([](SamplingParams&) {}));
+    EXPECT_FALSE(greedy([](SamplingParams& p) { p.temperature = 0.5f; }));
+    EXPECT_FALSE(greedy([](SamplingParams& p) { p.logit_bias = {{1, 5.0f}}; }));
+    EXPECT_FALSE(greedy([](SamplingParams& p) { p.repetition_penalty = 1.2f; }));
+    EXPECT_FALSE(greedy([](SamplingParams& p) { p.presence_penalty = 0.5f; }));
+    EXPECT_FALSE(greedy([](SamplingParams& p) { p.frequency_penalty = 0.5f; }));
+    SamplingParams p;
+    p.temperature = 0;
+    p.min_tokens = 2;
+    Sampler s(p);
+    EXPECT_FALSE(s.greedy(ends));
+    EXPECT_TRUE(s.greedy({}));  // no end token to mask
+    s.accept(7);
+    EXPECT_FALSE(s.greedy(ends));
+    s.accept(7);
+    EXPECT_TRUE(s.greedy(ends));
+}
+
 }  // namespace
 }  // namespace pagoda::engine

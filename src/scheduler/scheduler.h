@@ -67,6 +67,10 @@ struct SchedulerConfig {
 
 struct Sequence {
     SeqId id = kvcache::kNoSeq;
+    // Its owner's reference (the engine: the request and which of its samples), opaque here
+    // and copied by fork(): the step's hot path reads it instead of a lookup by id.
+    void* owner = nullptr;
+    int32_t owner_sample = 0;
     int priority = 0;             // lower runs first (vLLM's convention)
     uint64_t arrival = 0;         // submission order (set by add())
     std::vector<int32_t> tokens;  // prompt, then generated tokens
