@@ -220,14 +220,24 @@ Result<int64_t> PromptBuilder::count(const std::string& text) {
 Result<PromptBuilder::Built> PromptBuilder::build(int64_t target, uint64_t variant) {
     // Word counts bracket the target: lo has fewer tokens, hi more. Secant steps, then bisection.
     int64_t lo = 0, hi = -1;
-    PAGODA_ASSIGN_OR_RETURN(int64_t c_lo, count(""));
+    if (!empty_count_) {
+        PAGODA_ASSIGN_OR_RETURN(int64_t empty, count(""));
+        empty_count_ = empty;
+    }
+    int64_t c_lo = *empty_count_;
     if (c_lo >= target) return Built{"", c_lo};
-    int64_t n = std::max<int64_t>(1, int64_t(double(target - c_lo) / tokens_per_word_));
+    auto known = words_for_.find(target);
+    int64_t n = known != words_for_.end()
+                    ? known->second
+                    : std::max<int64_t>(1, int64_t(double(target - c_lo) / tokens_per_word_));
     for (int iter = 0; iter < 40; ++iter) {
         std::string text = words_text(variant, size_t(n));
         PAGODA_ASSIGN_OR_RETURN(int64_t c, count(text));
         if (n > 0 && c > 1) tokens_per_word_ = std::clamp(double(c - 1) / double(n), 0.2, 20.0);
-        if (c == target) return Built{std::move(text), c};
+        if (c == target) {
+            words_for_[target] = n;
+            return Built{std::move(text), c};
+        }
         if (c < target) {
             lo = n;
             c_lo = c;

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -67,6 +69,11 @@ class PromptBuilder {
     TokenCounter counter_;
     double tokens_per_word_ = 1.3;
     int64_t calls_ = 0;
+    // What the server said before, so that a run's many prompts of one length cost one or
+    // two calls each, not ~5: the empty text's count, and per target the word count that
+    // last reached it (another variant's words usually need the same number).
+    std::optional<int64_t> empty_count_;
+    std::map<int64_t, int64_t> words_for_;
 };
 
 // Fills every planned request's prompt: datasets per class, else synthesised. `progress`
