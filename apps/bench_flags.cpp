@@ -242,7 +242,9 @@ void add_load_flags(CLI::App* c, BenchFlags& f) {
         ->check(CLI::PositiveNumber);
     c->add_option("--duration", f.duration,
                   "Run length, e.g. 30s or 2m (for a preset: stretches its phases)");
-    c->add_option("--requests", f.requests, "Send this many requests (quick runs default to 100)")
+    c->add_option("--requests", f.requests,
+                  "Send this many requests (quick runs default to 100); a closed loop with "
+                  "--duration as well builds at most 4096 prompts and cycles through them")
         ->check(CLI::PositiveNumber);
     c->add_option("--input-len", f.input_len,
                   "Prompt tokens per request (quick run default 128; overrides a scenario's)")

@@ -145,6 +145,21 @@ TEST(Plan, ClassWeightsSplitTheRequests) {
     }
 }
 
+TEST(Plan, AClosedLoopWithADurationBuildsAtMostThePool) {
+    Scenario s;
+    s.classes.push_back({});
+    s.arrival.kind = Arrival::Kind::kClosed;
+    s.arrival.concurrency = 4;
+    s.requests = 20000;
+    s.duration_s = 12;
+    EXPECT_EQ(make_plan(s, 4096)->size(), 4096u);  // cycled; the run stops at 20000 or 12 s
+    s.requests = 100;
+    EXPECT_EQ(make_plan(s, 4096)->size(), 100u);
+    s.duration_s = 0;  // a count alone: every request its own prompt
+    s.requests = 20000;
+    EXPECT_EQ(make_plan(s, 4096)->size(), 20000u);
+}
+
 TEST(Stats, PercentilesMatchHandComputedValues) {
     // Linear interpolation between closest ranks: position q * (n - 1).
     std::vector<double> v = {10, 1, 9, 2, 8, 3, 7, 4, 6, 5};

@@ -130,7 +130,14 @@ Result<std::vector<PlannedRequest>> make_plan(const Scenario& s, int64_t closed_
     if (s.arrival.kind == Arrival::Kind::kTrace) return read_trace(s);
     std::vector<PlannedRequest> plan;
     if (s.arrival.kind == Arrival::Kind::kClosed) {
-        plan.resize(size_t(s.requests > 0 ? s.requests : closed_pool));
+        // A loop limited by time as well as by count builds at most the pool, as one limited
+        // by time alone: most of a large count is never sent before the time is up, and
+        // building its prompts first (a /tokenize call or three each) delayed the run by
+        // seconds.
+        const int64_t n = s.requests <= 0    ? closed_pool
+                          : s.duration_s > 0 ? std::min(s.requests, closed_pool)
+                                             : s.requests;
+        plan.resize(size_t(n));
     } else {
         auto times = arrival_times(s.arrival.phases, s.duration_s, s.requests, s.seed);
         plan.resize(times.size());

@@ -37,8 +37,9 @@ int64_t sample_length(const LengthDist& d, std::mt19937_64& rng);
 std::vector<double> arrival_times(const std::vector<Phase>& phases, double horizon_s,
                                   int64_t max_count, uint64_t seed);
 
-// The whole plan. Closed loop: `requests` entries, or `closed_pool` when only a duration is set
-// (reused cyclically). Trace: read from the scenario's trace file (errors carry file and line).
+// The whole plan. Closed loop: `requests` entries, or `closed_pool` when a duration is set
+// and `requests` is unset or larger (reused cyclically; the run still stops at `requests`). Trace:
+// read from the scenario's trace file (errors carry file and line).
 Result<std::vector<PlannedRequest>> make_plan(const Scenario& s, int64_t closed_pool = 4096);
 
 // Loads "prompt" (and optional "output_len") from a JSONL file.

@@ -197,17 +197,16 @@ void ControlPlane::guard_tick(int64_t now_ms) {
     json detail = {{"signals", sig}, {"version", cur.id}, {"action", guard_action_name(a)}};
     if (a == GuardAction::kRollback && automation_ == Automation::kOn) {
         detail["target"] = (*stable)->id;
-        auto v = cm_->guard_rollback((*stable)->id, "OOM guard: " + text);
+        auto v = cm_->guard_rollback((*stable)->id, "OOM guard: " + text, detail, now_ms);
         if (v.ok()) {
             ++guard_rollbacks_;
-            detail["new_version"] = v->id;
             log_warn("oom_guard_rollback from={} to={} signals=\"{}\"", cur.id, (*stable)->id,
                      text);
         } else {
             detail["error"] = v.error().message;
             log_warn("oom_guard_rollback_failed error=\"{}\"", v.error().message);
+            record("oom_rollback", detail, now_ms);
         }
-        record("oom_rollback", detail, now_ms);
     } else if (changed) {
         if (a == GuardAction::kRollback) detail["automation"] = automation_name(automation_);
         log_warn("oom_risk version={} action={} automation={} signals=\"{}\"", cur.id,

@@ -121,6 +121,13 @@ Result<ConfigVersion> ConfigManager::change(const ChangeRequest& req) {
 Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to, const std::string& reason,
                                               const std::string& source, const std::string& label) {
     std::lock_guard<std::mutex> lock(mu_);
+    return rollback_locked(to, reason, source, label);
+}
+
+Result<ConfigVersion> ConfigManager::rollback_locked(std::optional<int64_t> to,
+                                                     const std::string& reason,
+                                                     const std::string& source,
+                                                     const std::string& label) {
     std::optional<ConfigVersion> target;
     if (to) {
         PAGODA_ASSIGN_OR_RETURN(target, store_.get(*to));
@@ -153,11 +160,18 @@ Result<ConfigVersion> ConfigManager::rollback(std::optional<int64_t> to, const s
     return v;
 }
 
-Result<ConfigVersion> ConfigManager::guard_rollback(int64_t to, const std::string& reason) {
-    const int64_t from = current().id;
-    PAGODA_ASSIGN_OR_RETURN(ConfigVersion v, rollback(to, reason, "oom_guard", "oom_guard"));
+Result<ConfigVersion> ConfigManager::guard_rollback(int64_t to, const std::string& reason,
+                                                    nlohmann::json event, int64_t now_ms) {
+    // One critical section: whoever reads the version (current(), with_db) sees the
+    // rollback's audit record with it, never the new version without its record.
     std::lock_guard<std::mutex> lock(mu_);
+    const int64_t from = current_.id;
+    PAGODA_ASSIGN_OR_RETURN(ConfigVersion v, rollback_locked(to, reason, "oom_guard", "oom_guard"));
     PAGODA_TRY(store_.clear_stable(from));
+    event["new_version"] = v.id;
+    if (Status st = db_->record_event("oom_rollback", event, now_ms); !st.ok()) {
+        log_warn("audit_log_failed kind=oom_rollback error=\"{}\"", st.error().message);
+    }
     return v;
 }
 

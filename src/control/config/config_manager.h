@@ -53,8 +53,11 @@ class ConfigManager {
                                    const std::string& source = "rollback",
                                    const std::string& label = "manual");
     // The OOM guard's rollback: to the last stable version, and the version it leaves
-    // loses any stable mark (it may have turned stable before the risk showed).
-    Result<ConfigVersion> guard_rollback(int64_t to, const std::string& reason);
+    // loses any stable mark (it may have turned stable before the risk showed). Records
+    // `event` (with "new_version" added) as the audit log's oom_rollback in the same
+    // critical section; on an error nothing is recorded (the caller records the failure).
+    Result<ConfigVersion> guard_rollback(int64_t to, const std::string& reason,
+                                         nlohmann::json event, int64_t now_ms);
     // The last stable version other than the current one, if any.
     Result<std::optional<ConfigVersion>> last_stable();
     // Marks the current version stable once it has served the stable window since it was
@@ -79,6 +82,8 @@ class ConfigManager {
     ConfigManager(engine::Engine& e, std::unique_ptr<StateDb> db, ConfigManagerOptions o)
         : engine_(e), db_(std::move(db)), store_(*db_, o.deployment), opts_(std::move(o)) {}
     Status fits_memory(int64_t bytes) const;
+    Result<ConfigVersion> rollback_locked(std::optional<int64_t> to, const std::string& reason,
+                                          const std::string& source, const std::string& label);
     // Applies `next` to the engine and records it; mu_ held.
     Result<ConfigVersion> commit(const EngineSettings& next, const std::string& source,
                                  const std::string& reason);
