@@ -309,6 +309,10 @@ int run_serve(const ServeFlags& f) {
         http::Server* s = server_ptr.load();
         return s != nullptr ? s->open_connections() : int64_t(0);
     };
+    sc.stream_writes = [&server_ptr] {
+        http::Server* s = server_ptr.load();
+        return s != nullptr ? s->stream_writes() : int64_t(0);
+    };
     server::OpenAiServer api(**eng, sc);
     api_ptr.store(&api);
     http::ServerOptions so;

@@ -56,6 +56,17 @@ kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 start_server "$TMP/s2.log" --backend sim --sim-seed 9 --sim-speed 10 || exit 1
 curl -s "$(URL /v1/completions)" -H 'Content-Type: application/json' -d "$body" >"$TMP/c3"
 [ "$(jq_ 'd["choices"][0]["text"]' <"$TMP/c3")" != "$(jq_ 'd["choices"][0]["text"]' <"$TMP/c1")" ] && ok "another --sim-seed, other text" || bad "sim seed" "same text"
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+
+# 4b. Socket writes at --stream-interval 16: a 128-token stream is at most 9 (the head with
+# the first token, seven of 16, the last 15 with the stream's end; fewer where a slow
+# reader's pump took two steps at once), never the last tokens and the end apart (10).
+start_server "$TMP/s4.log" --backend sim --stream-interval 16 || exit 1
+w0=$(curl -s "$(URL /metrics)" | awk '/^pagoda_http_stream_writes_total/ {print $2}')
+curl -sN "$(URL /v1/completions)" -d '{"prompt": "Once", "max_tokens": 128, "ignore_eos": true, "stream": true}' >"$TMP/st16"
+w1=$(curl -s "$(URL /metrics)" | awk '/^pagoda_http_stream_writes_total/ {print $2}')
+expect_eq "--stream-interval 16: a 128-token stream in 2-9 socket writes" "$(((w1 - w0) >= 2 && (w1 - w0) <= 9)) $(tail -c 14 "$TMP/st16" | head -c 12)" "1 data: [DONE]"
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
 # 5. Calibration, prediction, tune.
 "$BIN" sim calibrate --no-fit >"$TMP/cal.out" 2>&1

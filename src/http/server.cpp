@@ -109,8 +109,9 @@ thread_local const asio::io_context* t_running_io = nullptr;
 // connection's coroutine writes them.
 class ResponderImpl : public Responder, public std::enable_shared_from_this<ResponderImpl> {
   public:
-    ResponderImpl(asio::any_io_executor ex, const asio::io_context& io)
-        : ex_(std::move(ex)), io_(io), timer_(ex_) {
+    ResponderImpl(asio::any_io_executor ex, const asio::io_context& io,
+                  std::atomic<int64_t>& stream_writes)
+        : ex_(std::move(ex)), io_(io), timer_(ex_), stream_writes_(stream_writes) {
         timer_.expires_at(asio::steady_timer::time_point::max());
     }
 
@@ -221,6 +222,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                                                           asio::buffer(chunk.data(), chunk.size()),
                                                           asio::buffer(kChunkEnd, 2)};
         boost::system::error_code ec;
+        stream_writes_.fetch_add(1, std::memory_order_relaxed);
         const size_t n = socket_->write_some(framed, ec);
         write_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
         if (!ec && n == asio::buffer_size(framed)) return true;
@@ -283,10 +285,10 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 asio::buffer(head), asio::buffer(it.data),
                 asio::buffer(&kChunkEnd[it.data.empty() ? 2 : 0],
                              (it.data.empty() ? 0 : 2) + (it.last ? 5 : 0))};
-            ec = co_await send_all(stream.socket(), framed);
+            ec = co_await send_stream(stream.socket(), framed);
             streaming_ = true;
         } else if (it.kind == Item::kRaw) {
-            ec = co_await send_all(stream.socket(), asio::buffer(it.data));
+            ec = co_await send_stream(stream.socket(), asio::buffer(it.data));
         } else if (it.kind == Item::kChunk && streaming_) {
             std::string size;
             append_chunk_size(size, it.data.size());
@@ -294,15 +296,22 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             const std::array<asio::const_buffer, 3> framed = {
                 asio::buffer(size), asio::buffer(it.data),
                 asio::buffer(kChunkEnd, it.last ? 7 : 2)};
-            ec = co_await send_all(stream.socket(), framed);
+            ec = co_await send_stream(stream.socket(), framed);
         } else if (it.kind == Item::kFinish) {
             if (streaming_) {
-                ec = co_await send_all(stream.socket(), asio::buffer(&kChunkEnd[2], 5));
+                ec = co_await send_stream(stream.socket(), asio::buffer(&kChunkEnd[2], 5));
             }
             complete = true;
         }
         if ((it.kind == Item::kChunk || it.kind == Item::kHead) && it.last) complete = true;
         co_return !ec;
+    }
+
+    // A streamed answer's socket write (counted: pagoda_http_stream_writes_total).
+    template <class Buffers>
+    asio::awaitable<boost::system::error_code> send_stream(tcp::socket& sock, const Buffers& bufs) {
+        stream_writes_.fetch_add(1, std::memory_order_relaxed);
+        co_return co_await send_all(sock, bufs);
     }
 
     // The answer is over: later pushes are dropped, on_complete runs, and the watcher stops
@@ -407,6 +416,7 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
     // The connection's thread only: the time spent writing, the socket while run() runs,
     // whether the chunked head went out.
     double write_s_ = 0;
+    std::atomic<int64_t>& stream_writes_;  // the server's count
     tcp::socket* socket_ = nullptr;
     bool streaming_ = false;
 };
@@ -420,6 +430,7 @@ struct Server::Impl {
     Handler handler;
     std::thread thread;
     std::atomic<int64_t> connections{0};
+    std::atomic<int64_t> stream_writes{0};
     int port = 0;
 
     // A request that could not be read: an answer where one helps (413, 431, 400), nothing
@@ -517,7 +528,8 @@ struct Server::Impl {
                 if (!ok || !keep_alive) break;
                 continue;
             }
-            auto responder = std::make_shared<ResponderImpl>(stream.get_executor(), io);
+            auto responder =
+                std::make_shared<ResponderImpl>(stream.get_executor(), io, stream_writes);
             reply.deferred(responder);
             const bool again = co_await responder->run(stream, keep_alive, version);
             if (!again) break;
@@ -578,6 +590,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& opts, Handler
 int Server::port() const { return impl_->port; }
 
 int64_t Server::open_connections() const { return impl_->connections.load(); }
+int64_t Server::stream_writes() const { return impl_->stream_writes.load(); }
 
 void Server::stop_accepting() {
     asio::post(impl_->io, [im = impl_.get()] {

@@ -102,6 +102,9 @@ class Server {
     // Closes everything and joins the I/O thread.
     void stop();
     int64_t open_connections() const;
+    // Socket writes of streamed answers since start (head, chunks, end; a write the socket
+    // takes in parts counts once).
+    int64_t stream_writes() const;
 
   private:
     Server() = default;

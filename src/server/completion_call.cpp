@@ -121,9 +121,10 @@ class Call : public std::enable_shared_from_this<Call> {
             prompts_[p].stream->take_all(taken_);
             for (const engine::Event& ev : taken_) on_event(p, ev);
         }
-        if (stream_) flush();
         const bool all = std::all_of(prompts_.begin(), prompts_.end(),
                                      [](const PromptState& p) { return p.done; });
+        // The last pump's chunks go out with the stream's end, in finish(): one write.
+        if (stream_ && !all) flush();
         const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
         http_output_s_ += dt;
         if (all) finish();

@@ -259,6 +259,12 @@ void ServerMetrics::write_resources(metrics::TextWriter& w, const MetricsSources
         gauge("pagoda_http_open_connections", "Open HTTP connections.",
               double(src.open_connections()));
     }
+    if (src.stream_writes) {
+        w.family("pagoda_http_stream_writes_total", "counter",
+                 "Socket writes of streamed answers (head, chunks, end): about tokens / "
+                 "--stream-interval + 1 a stream.");
+        w.sample("pagoda_http_stream_writes_total", model, double(src.stream_writes()));
+    }
     write_memory(w, src, st, model);
     if (src.engine.model().simulated()) write_sim(w, src, st, model);
 }

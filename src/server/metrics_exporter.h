@@ -23,6 +23,7 @@ struct MetricsSources {
     bool ready = false;
     bool vllm_names = true;                     // also publish the vllm:* families
     std::function<int64_t()> open_connections;  // may be empty
+    std::function<int64_t()> stream_writes;     // may be empty
     int64_t memory_limit_bytes = 0;         // --memory-limit or the cgroup's; 0: physical memory
     double memory_bandwidth = 0;            // measured peak, bytes/s (0: not published)
     std::string replica_state = "serving";  // warming | serving | shedding | draining

@@ -188,6 +188,7 @@ std::string OpenAiServer::metrics_text() const {
                                       .ready = ready(),
                                       .vllm_names = cfg_.vllm_metrics,
                                       .open_connections = cfg_.open_connections,
+                                      .stream_writes = cfg_.stream_writes,
                                       .memory_limit_bytes = cfg_.memory_limit_bytes,
                                       .memory_bandwidth = cfg_.memory_bandwidth,
                                       .replica_state = replica_state()});

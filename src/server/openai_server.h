@@ -33,6 +33,7 @@ struct ServerConfig {
     AdminRoutes admin;                       // the control plane's route families (admin_api.h)
     std::chrono::seconds stall_timeout{30};  // /health turns 503 when the loop is silent this long
     std::function<int64_t()> open_connections;  // from the HTTP server, for /metrics
+    std::function<int64_t()> stream_writes;     // likewise
     // Also publish the vllm:* names gateways and autoscalers read. Off for scrapers or
     // linters that reject ':' in names (promtool check metrics); pagoda_* stays complete.
     bool vllm_metrics = true;

@@ -64,6 +64,7 @@ constexpr Entry kNative[] = {
     {"http_output_seconds", H},
     {"http_responses_total", C},
     {"http_open_connections", G},
+    {"http_stream_writes_total", C},
     {"ready", G},
     {"process_resident_memory_bytes", G},
     {"process_cpu_seconds_total", C},
