@@ -109,13 +109,14 @@ TEST_P(SpeculationEquality, GreedyOutputsEqualPlainDecoding) {
 
 INSTANTIATE_TEST_SUITE_P(
     Engine, SpeculationEquality,
-    ::testing::Values(SpecCase{"stories260k", 16, 2048, 4, false},
-                      SpecCase{"stories260k", 48, 2048, 8, true},
-                      SpecCase{"stories260k", 16, 3, 4, true},  // budget cuts drafts short
-                      SpecCase{"tiny-gqa", 16, 2048, 4, false},
-                      SpecCase{"tiny-gqa", 32, 64, 6, true},
-                      SpecCase{"tiny-gqa-hd32", 16, 2048, 4, true, kvcache::KvDtype::kQ8_0},
-                      SpecCase{"tiny-gqa-hd32", 32, 2048, 4, true, kvcache::KvDtype::kQ4_0}),
+    ::testing::Values(
+        SpecCase{"stories260k", 16, 2048, 4, false}, SpecCase{"stories260k", 48, 2048, 8, true},
+        SpecCase{"stories260k", 16, 3, 4, true},  // budget cuts drafts short
+        SpecCase{"tiny-gqa", 16, 2048, 4, false}, SpecCase{"tiny-gqa", 32, 64, 6, true},
+        SpecCase{"tiny-gqa-hd32", 16, 2048, 4, true, kvcache::KvDtype::kQ8_0},
+        SpecCase{"tiny-gqa-hd32", 32, 2048, 4, true, kvcache::KvDtype::kQ4_0},
+        // Mixtures of experts: a verify's rows route as decode's one row.
+        SpecCase{"tiny-mixtral", 16, 2048, 4, true}, SpecCase{"tiny-qwen3moe", 16, 2048, 6, false}),
     [](const auto& info) {
         const SpecCase& c = info.param;
         std::string n = std::string(c.model) + "_bs" + std::to_string(c.block_size) + "_budget" +

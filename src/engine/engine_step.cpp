@@ -158,10 +158,8 @@ void Engine::admit(std::shared_ptr<RequestStream> stream, Request request) {
         }
     }
     start_matchers(*r);
-    // Not on the simulated GPU (synthetic logits) nor on mixtures of experts: their router
-    // takes another kernel past 4 rows, so a verify's rows could round differently.
-    r->speculate = cfg_.spec.enabled() && can_speculate(sp) && !model_->simulated() &&
-                   model_->config().num_experts == 0;
+    // Not on the simulated GPU (synthetic logits).
+    r->speculate = cfg_.spec.enabled() && can_speculate(sp) && !model_->simulated();
     auto seq = std::make_unique<scheduler::Sequence>();
     seq->id = next_seq_++;
     seq->priority = r->req.priority;

@@ -55,10 +55,13 @@ inline model::Model& shape_model(const std::string& shape, uint64_t seed) {
 inline model::Model& tiny_gqa() { return shape_model("tiny-gqa", 11); }
 // Head dimension 32: a q8_0 KV cache quantizes whole rows in blocks of 32.
 inline model::Model& tiny_hd32() { return shape_model("tiny-gqa-hd32", 13); }
-// The bundled model or one of the two test shapes above, by name.
+// The bundled model, one of the two test shapes above, or another test shape by name
+// (a mixture of experts: "tiny-mixtral", "tiny-qwen3moe", ...).
 inline model::Model& model_named(const std::string& name) {
     if (name == "stories260k") return stories();
-    return name == "tiny-gqa" ? tiny_gqa() : tiny_hd32();
+    if (name == "tiny-gqa") return tiny_gqa();
+    if (name == "tiny-gqa-hd32") return tiny_hd32();
+    return shape_model(name, 17);
 }
 
 inline EngineConfig config(int block_size, int budget, int64_t num_blocks = 512) {

@@ -91,6 +91,11 @@ struct SimFaults {
                                       // tokens (-1: never)
 };
 
+// A mixture's router: out[T][experts] = the logits of each of T rows of h (width D). A row's
+// logits are the same bits at every T, so its experts do not depend on the rest of the batch
+// (decode, prefill and a speculative verify route one row alike).
+void router_logits(const Linear& router, const float* h, int T, int D, float* out);
+
 class Model {
   public:
     static Result<std::unique_ptr<Model>> load(const std::string& path, LoadOptions opts = {});

@@ -51,23 +51,31 @@ void run_experts(const LayerWeights& L, const std::vector<int>& offset, Pick pic
 
 }  // namespace
 
+void router_logits(const Linear& router, const float* h, int T, int D, float* out) {
+    const int E = int(router.view.rows);
+    if (router.view.type == formats::TensorType::kF32 && router.bias.empty()) {
+        // Direct dot products at every batch size: decode's few rows cost less on this
+        // thread than a parallel pass, and one kernel for every T keeps a row's experts the
+        // same whatever else is in the batch (the packed F32 kernel rounds otherwise).
+        const auto* w = reinterpret_cast<const float*>(router.view.data);
+#pragma omp parallel for schedule(static) if (T >= 8)
+        for (int t = 0; t < T; ++t) {
+            for (int e = 0; e < E; ++e)
+                out[size_t(t) * size_t(E) + size_t(e)] =
+                    kernels::cpu::dot_f32(h + size_t(t) * D, w + size_t(e) * D, D);
+        }
+    } else {
+        router.forward(h, T, out);  // the packed kernels: rows independent of the batch
+    }
+}
+
 void Model::moe_block(const LayerWeights& L, int T) {
     const int D = cfg_.dim, F = cfg_.expert_ffn_dim, E = cfg_.num_experts;
     const int K = cfg_.num_experts_used;
     float *x = s_.x.data(), *h = s_.h.data();
     // Router: softmax over the experts, each row's top-k grouped by expert.
     if (s_.probs.size() < size_t(T) * size_t(E)) s_.probs.resize(size_t(T) * size_t(E));
-    if (T <= 4 && L.router.view.type == formats::TensorType::kF32 && L.router.bias.empty()) {
-        // Decode: a few thousand products, cheaper on this thread than in a parallel pass.
-        const auto* w = reinterpret_cast<const float*>(L.router.view.data);
-        for (int t = 0; t < T; ++t) {
-            for (int e = 0; e < E; ++e)
-                s_.probs[size_t(t) * size_t(E) + size_t(e)] =
-                    kernels::cpu::dot_f32(h + size_t(t) * D, w + size_t(e) * D, D);
-        }
-    } else {
-        L.router.forward(h, T, s_.probs.data());
-    }
+    router_logits(L.router, h, T, D, s_.probs.data());
     s_.routed.resize(size_t(E));
     for (auto& r : s_.routed) r.clear();
     std::vector<std::pair<int, float>> chosen;

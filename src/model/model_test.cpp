@@ -137,6 +137,30 @@ INSTANTIATE_TEST_SUITE_P(Experts, PagedVsReference,
                                                               "tiny-olmoe", "tiny-granitemoe"),
                                             ::testing::Values(16, 48)));
 
+// A mixture's router gives a row the same logits alone and in batches of every size (the
+// packed F32 kernel and direct dot products round differently: one path for every T).
+TEST(Model, RouterLogitsOfARowDoNotDependOnTheBatch) {
+    const std::string path = write_model("tiny-mixtral", formats::TensorType::kF32, 5);
+    auto m = Model::load(path);
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    const Linear& router = (*m)->weights().layers[0].router;
+    const int D = (*m)->config().dim, E = (*m)->config().num_experts;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> h(size_t(64) * size_t(D));
+    for (float& v : h) v = nd(rng);
+    std::vector<float> alone(static_cast<size_t>(E)), batch(size_t(64) * size_t(E));
+    for (int T : {2, 4, 5, 8, 17, 64}) {
+        router_logits(router, h.data(), T, D, batch.data());
+        for (int t = 0; t < T; t += std::max(1, T / 4)) {
+            router_logits(router, h.data() + size_t(t) * size_t(D), 1, D, alone.data());
+            for (int e = 0; e < E; ++e)
+                ASSERT_EQ(alone[size_t(e)], batch[size_t(t) * size_t(E) + size_t(e)])
+                    << "row " << t << " of " << T << ", expert " << e;
+        }
+    }
+}
+
 TEST(Model, QuantizedModelsStayCloseToReference) {
     for (auto type :
          {formats::TensorType::kBF16, formats::TensorType::kQ8_0, formats::TensorType::kQ4_0}) {
