@@ -88,16 +88,16 @@ TEST_P(BatchInvariance, GreedyIdsMatchEachRequestAlone) {
 
 INSTANTIATE_TEST_SUITE_P(
     Engine, BatchInvariance,
-    ::testing::Values(InvarianceCase{"stories260k", 16, 64},
-                      InvarianceCase{"stories260k", 16, 2048},
-                      InvarianceCase{"stories260k", 64, 64},
-                      InvarianceCase{"stories260k", 64, 2048}, InvarianceCase{"tiny-gqa", 16, 64},
-                      InvarianceCase{"tiny-gqa", 16, 2048}, InvarianceCase{"tiny-gqa", 64, 64},
-                      InvarianceCase{"tiny-gqa", 64, 2048},
-                      InvarianceCase{"tiny-gqa-hd32", 16, 64, kvcache::KvDtype::kQ8_0},
-                      InvarianceCase{"tiny-gqa-hd32", 48, 2048, kvcache::KvDtype::kQ8_0},
-                      InvarianceCase{"tiny-gqa-hd32", 16, 64, kvcache::KvDtype::kQ4_0},
-                      InvarianceCase{"tiny-gqa-hd32", 48, 2048, kvcache::KvDtype::kQ4_0}),
+    ::testing::Values(
+        InvarianceCase{"stories260k", 16, 64}, InvarianceCase{"stories260k", 16, 2048},
+        InvarianceCase{"stories260k", 64, 64}, InvarianceCase{"stories260k", 64, 2048},
+        InvarianceCase{"tiny-gqa", 16, 64}, InvarianceCase{"tiny-gqa", 16, 2048},
+        InvarianceCase{"tiny-gqa", 64, 64}, InvarianceCase{"tiny-gqa", 64, 2048},
+        InvarianceCase{"tiny-gqa-hd32", 16, 64, kvcache::KvDtype::kQ8_0},
+        InvarianceCase{"tiny-gqa-hd32", 48, 2048, kvcache::KvDtype::kQ8_0},
+        InvarianceCase{"tiny-gqa-hd32", 16, 64, kvcache::KvDtype::kQ4_0},
+        InvarianceCase{"tiny-gqa-hd32", 48, 2048, kvcache::KvDtype::kQ4_0},
+        InvarianceCase{"tiny-mixtral", 16, 64}, InvarianceCase{"tiny-olmoe", 32, 2048}),
     [](const auto& info) {
         std::string n = std::string(info.param.model) + "_bs" +
                         std::to_string(info.param.block_size) + "_budget" +
