@@ -1,5 +1,5 @@
-// Request ids (the contract is in http/server.h): the client's X-Request-Id when it is a
-// plain token, else a new one.
+// A request's headers by name, and request ids (the contract is in http/server.h): the
+// client's X-Request-Id when it is a plain token, else a new one.
 #include <algorithm>
 #include <cctype>
 #include <random>
@@ -7,6 +7,13 @@
 #include "http/server.h"
 
 namespace pagoda::http {
+
+std::string_view Request::header(std::string_view lower_name) const {
+    for (const auto& [k, v] : headers) {
+        if (k == lower_name) return v;
+    }
+    return {};
+}
 
 std::string request_id(const Request& req) {
     const std::string_view h = req.header("x-request-id");

@@ -18,13 +18,6 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using tcp = asio::ip::tcp;
 
-std::string_view Request::header(std::string_view lower_name) const {
-    for (const auto& [k, v] : headers) {
-        if (k == lower_name) return v;
-    }
-    return {};
-}
-
 namespace {
 
 Response error_response(int status, std::string_view message, std::string_view type) {
@@ -88,9 +81,11 @@ void append_chunk_size(std::string& out, size_t n) {
 
 // Writes `bufs` on a non-blocking socket: at once when the socket takes them all (the usual
 // case, a chunk being far smaller than the send buffer: no wait, no completion to run), else
-// the rest when the socket can take it.
+// the rest when the socket can take it. Counted in `writes` (once, even when in parts).
 template <class Buffers>
-asio::awaitable<boost::system::error_code> send_all(tcp::socket& sock, const Buffers& bufs) {
+asio::awaitable<boost::system::error_code> send_all(tcp::socket& sock, const Buffers& bufs,
+                                                    std::atomic<int64_t>& writes) {
+    writes.fetch_add(1, std::memory_order_relaxed);
     boost::system::error_code ec;
     const size_t n = sock.write_some(bufs, ec);
     if (!ec && n == asio::buffer_size(bufs)) co_return ec;
@@ -285,10 +280,10 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
                 asio::buffer(head), asio::buffer(it.data),
                 asio::buffer(&kChunkEnd[it.data.empty() ? 2 : 0],
                              (it.data.empty() ? 0 : 2) + (it.last ? 5 : 0))};
-            ec = co_await send_stream(stream.socket(), framed);
+            ec = co_await send_all(stream.socket(), framed, stream_writes_);
             streaming_ = true;
         } else if (it.kind == Item::kRaw) {
-            ec = co_await send_stream(stream.socket(), asio::buffer(it.data));
+            ec = co_await send_all(stream.socket(), asio::buffer(it.data), stream_writes_);
         } else if (it.kind == Item::kChunk && streaming_) {
             std::string size;
             append_chunk_size(size, it.data.size());
@@ -296,22 +291,16 @@ class ResponderImpl : public Responder, public std::enable_shared_from_this<Resp
             const std::array<asio::const_buffer, 3> framed = {
                 asio::buffer(size), asio::buffer(it.data),
                 asio::buffer(kChunkEnd, it.last ? 7 : 2)};
-            ec = co_await send_stream(stream.socket(), framed);
+            ec = co_await send_all(stream.socket(), framed, stream_writes_);
         } else if (it.kind == Item::kFinish) {
             if (streaming_) {
-                ec = co_await send_stream(stream.socket(), asio::buffer(&kChunkEnd[2], 5));
+                ec = co_await send_all(stream.socket(), asio::buffer(&kChunkEnd[2], 5),
+                                       stream_writes_);
             }
             complete = true;
         }
         if ((it.kind == Item::kChunk || it.kind == Item::kHead) && it.last) complete = true;
         co_return !ec;
-    }
-
-    // A streamed answer's socket write (counted: pagoda_http_stream_writes_total).
-    template <class Buffers>
-    asio::awaitable<boost::system::error_code> send_stream(tcp::socket& sock, const Buffers& bufs) {
-        stream_writes_.fetch_add(1, std::memory_order_relaxed);
-        co_return co_await send_all(sock, bufs);
     }
 
     // The answer is over: later pushes are dropped, on_complete runs, and the watcher stops
