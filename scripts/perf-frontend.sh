@@ -54,7 +54,8 @@ sent = d["requests"]["sent"]
 print(f"interval {interval:>3}  sent {sent} ({'saturated' if c['saturated'] else 'not saturated'})  "
       f"errors {json.dumps(d['errors'])}  "
       f"send lag p99 {c['send_lag_p99_ms']:7.2f} ms  TTFT p50 {d['ttft_ms']['p50']:7.1f} ms  "
-      f"ITL p99 {d['itl_ms']['p99']:6.1f} ms  server CPU {us:5.1f} us/token ({split})")
+      f"ITL p99 {d['itl_ms']['p99']:6.1f} ms  server CPU {us:5.1f} us/token ({split})  "
+      f"writes/token {d.get('server_stream_writes_per_token') or float('nan'):.3f}")
 PY
 }
 

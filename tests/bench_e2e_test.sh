@@ -152,10 +152,11 @@ expect_in "sweep: capacity line" "capacity at SLO: 8 requests/s" "$TMP/sweep.out
 B --concurrency 4 --requests 16 --input-len 16 --output-len 8 --json "$TMP/closed.json" >"$TMP/closed.out" 2>&1
 expect_eq "closed loop: 16 completed" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"]["completed"])' "$TMP/closed.json")" "16"
 # Token chunks counted by the client's quick scan equal the server's usage (the finish chunk
-# with empty text is not a token), and the server CPU per streamed token is reported.
-expect_eq "closed loop: token chunks match usage, CPU per token reported" "$(python3 -c '
+# with empty text is not a token), the server CPU per streamed token is reported, and so are
+# its socket writes: at most one a token (the last token goes out with the stream's end).
+expect_eq "closed loop: token chunks match usage, CPU and writes per token reported" "$(python3 -c '
 import json,sys; j=json.load(open(sys.argv[1]))
-print(j["usage_mismatches"], j["server_cpu_us_per_token"] > 0)' "$TMP/closed.json")" "0 True"
+print(j["usage_mismatches"], j["server_cpu_us_per_token"] > 0, 0 < j["server_stream_writes_per_token"] <= 1)' "$TMP/closed.json")" "0 True True"
 B --rate 20 --requests 6 --input-len 16 --output-len 8 --endpoint chat --json "$TMP/chat.json" --save-requests "$TMP/chat.jsonl" >"$TMP/chat.out" 2>&1
 expect_eq "chat endpoint: 6 completed, 8 tokens each" "$(python3 -c '
 import json,sys; j=json.load(open(sys.argv[1])); r=[json.loads(l) for l in open(sys.argv[2])]

@@ -150,18 +150,26 @@ Series cdf(const std::string& name, std::vector<double> v) {
 }  // namespace
 
 namespace {
-// The server's process CPU seconds over the run (NaN when its /metrics did not say).
-double server_cpu_seconds(const Report& r) {
+// What the server's counters named `a` (or `b`) rose by over the run (NaN when its /metrics
+// did not say).
+double server_delta(const Report& r, std::string_view a, std::string_view b = {}) {
     json sm = json::parse(r.server_metrics_json, nullptr, false);
     if (!sm.is_object()) return NAN;
-    double cpu = NAN;
+    double sum = NAN;
     for (auto it = sm.begin(); it != sm.end(); ++it) {
         const std::string name = it.key().substr(0, it.key().find('{'));
-        if ((name == "pagoda_process_cpu_seconds_total" || name == "process_cpu_seconds_total") &&
-            it.value().is_number())
-            cpu = (std::isfinite(cpu) ? cpu : 0.0) + it.value().get<double>();
+        if ((name == a || (!b.empty() && name == b)) && it.value().is_number())
+            sum = (std::isfinite(sum) ? sum : 0.0) + it.value().get<double>();
     }
-    return cpu;
+    return sum;
+}
+double server_cpu_seconds(const Report& r) {
+    return server_delta(r, "pagoda_process_cpu_seconds_total", "process_cpu_seconds_total");
+}
+int64_t output_tokens(const Report& r) {
+    int64_t tokens = 0;
+    for (const SecondBucket& b : r.series) tokens += b.output_tokens;
+    return tokens;
 }
 }  // namespace
 
@@ -172,9 +180,13 @@ double server_cpu_ms_per_request(const Report& r) {
 }
 
 double server_cpu_us_per_token(const Report& r) {
-    int64_t tokens = 0;
-    for (const SecondBucket& b : r.series) tokens += b.output_tokens;
+    const int64_t tokens = output_tokens(r);
     return tokens > 0 ? server_cpu_seconds(r) * 1e6 / double(tokens) : NAN;
+}
+
+double server_writes_per_token(const Report& r) {
+    const int64_t tokens = output_tokens(r);
+    return tokens > 0 ? server_delta(r, "pagoda_http_stream_writes_total") / double(tokens) : NAN;
 }
 
 json stats_json(const Stats& s) {
@@ -255,6 +267,8 @@ json report_json(const Report& r) {
     j["server_cpu_ms_per_request"] = std::isfinite(cpu) ? json(cpu) : json(nullptr);
     const double cpu_tok = server_cpu_us_per_token(r);
     j["server_cpu_us_per_token"] = std::isfinite(cpu_tok) ? json(cpu_tok) : json(nullptr);
+    const double writes = server_writes_per_token(r);
+    j["server_stream_writes_per_token"] = std::isfinite(writes) ? json(writes) : json(nullptr);
     return j;
 }
 
@@ -298,6 +312,13 @@ std::string server_side_lines(const Report& r) {
                 "CPU seconds over the run; with --backend sim the forward pass only sleeps, so "
                 "this is the serving overhead)\n",
                 cpu, server_cpu_us_per_token(r));
+        }
+        const double writes = server_writes_per_token(r);
+        if (std::isfinite(writes)) {
+            o += fmt::format(
+                "server socket writes: {:.3f} per streamed token (--stream-interval "
+                "N gathers N tokens a write)\n",
+                writes);
         }
     }
     return o;

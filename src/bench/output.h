@@ -16,6 +16,9 @@ nlohmann::json report_json(const Report& r);
 double server_cpu_ms_per_request(const Report& r);
 // The same over the output tokens the client received.
 double server_cpu_us_per_token(const Report& r);
+// The server's streamed-answer socket writes (pagoda_http_stream_writes_total) per output
+// token the client received; NaN when its /metrics did not say.
+double server_writes_per_token(const Report& r);
 nlohmann::json stats_json(const Stats& s);
 std::string terminal_summary(const Report& r);
 std::string html_report(const Report& r, const Scenario& s,
