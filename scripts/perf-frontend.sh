@@ -8,6 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P=${PAGODA:-build/apps/pagoda}  # PAGODA=path: another build (A/B runs)
+# SERVE_FLAGS: more `pagoda serve` flags, e.g. "--sim-speed 10 --max-num-seqs 1024" (a
+# replica that serves the 500rps preset whole: the front end at GPU rates)
 PRESET=${1:-50rps}
 INTERVALS=${2:-1 4 8 16}
 ROUNDS=${3:-1}
@@ -25,7 +27,7 @@ one() {  # interval round
     local name="$PRESET-i$1-r$2"
     rm -rf "$DIR/st-$name"
     $P serve --backend sim --sim-gpu h100-sxm --sim-model llama-3-8b --tensor-parallel-size 8 \
-        --block-size-policy static --disable-access-log --stream-interval "$1" \
+        --block-size-policy static --disable-access-log --stream-interval "$1" ${SERVE_FLAGS:-} \
         --port "$PORT" --state-dir "$DIR/st-$name" >"$DIR/$name.log" 2>&1 &
     local pid=$!
     for _ in $(seq 1 240); do curl -sf "localhost:$PORT/ready" >/dev/null && break; sleep 0.5; done
