@@ -69,3 +69,37 @@ import json,sqlite3,sys
 ev=[(k, json.loads(d)) for k, d in sqlite3.connect(sys.argv[1]).execute("select kind, detail from events order by id")]
 print(eval(sys.argv[2]))' "$TMP/state-$1/pagoda.db" "$2"
 }
+
+# A fleet file $TMP/NAME.toml for the pool-sizing tests: one sized pool "main" of sim replicas
+# (ports from $BASE, the router on $RPORT), with extra router and pool keys.
+fleet_file() {  # NAME EXTRA_ROUTER_KEYS EXTRA_POOL_KEYS
+    cat >"$TMP/$1.toml" <<TOML
+[fleet]
+name = "$1"
+base_port = $BASE
+state_dir = "$TMP/state-$1"
+drain_timeout_s = 30
+
+[profiles.sim]
+backend = "sim"
+sim-gpu = "a100-80g"
+sim-model = "llama-3.1-8b"
+sim-eos-probability = 0.0
+
+[router]
+port = $RPORT
+health_interval_s = 0.2
+$2
+
+[[router.pools]]
+name = "main"
+profile = "sim"
+min_replicas = 0
+max_replicas = 2
+replicas = 2
+idle_to_zero_s = 1
+scale_down_stabilisation_s = 3600
+scale_up_cooldown_s = 0
+$3
+TOML
+}

@@ -14,33 +14,8 @@ export XDG_DATA_HOME="$TMP/data"
 BASE=$((29500 + ($$ % 300) * 10))
 RPORT=$((BASE + 9))
 URL="http://127.0.0.1:$RPORT"
-cat >"$TMP/idle.toml" <<TOML
-[fleet]
-name = "idle"
-base_port = $BASE
-state_dir = "$TMP/state-idle"
-drain_timeout_s = 10
-
-[profiles.sim]
-backend = "sim"
-sim-gpu = "a100-80g"
-sim-model = "llama-3.1-8b"
-
-[router]
-port = $RPORT
-health_interval_s = 0.2
-
-[[router.pools]]
-name = "main"
-profile = "sim"
-min_replicas = 0
-max_replicas = 2
-replicas = 1
-idle_to_zero_s = 80
-scale_down_stabilisation_s = 0
-scale_down_cooldown_s = 0
-scale_up_cooldown_s = 0
-TOML
+fleet_file idle "" "scale_down_cooldown_s = 0"
+sed -i 's/^replicas = 2$/replicas = 1/; s/^idle_to_zero_s = 1$/idle_to_zero_s = 80/; s/^scale_down_stabilisation_s = 3600$/scale_down_stabilisation_s = 0/' "$TMP/idle.toml"
 sized() {  # replicas, and the last decision's reason
     curl -s "$URL/admin/fleet" | jq_ 'd["sizing"]["main"]["replicas"], (d["sizing"]["main"]["last_decision"] or {}).get("reason")'
 }

@@ -15,37 +15,6 @@ BASE=$((29000 + ($$ % 300) * 10))
 RPORT=$((BASE + 9))
 URL="http://127.0.0.1:$RPORT"
 
-fleet_file() {  # NAME EXTRA_ROUTER_KEYS EXTRA_POOL_KEYS
-    cat >"$TMP/$1.toml" <<TOML
-[fleet]
-name = "$1"
-base_port = $BASE
-state_dir = "$TMP/state-$1"
-drain_timeout_s = 30
-
-[profiles.sim]
-backend = "sim"
-sim-gpu = "a100-80g"
-sim-model = "llama-3.1-8b"
-sim-eos-probability = 0.0
-
-[router]
-port = $RPORT
-health_interval_s = 0.2
-$2
-
-[[router.pools]]
-name = "main"
-profile = "sim"
-min_replicas = 0
-max_replicas = 2
-replicas = 2
-idle_to_zero_s = 1
-scale_down_stabilisation_s = 3600
-scale_up_cooldown_s = 0
-$3
-TOML
-}
 FPID=""
 fleet_up() {
     "$BIN" fleet up "$TMP/$1.toml" 2>"$TMP/$1.log" &
