@@ -235,7 +235,9 @@ class Loader {
     Status experts(const std::string& p, const ModelConfig& cfg, LayerWeights& L) {
         const uint64_t dim = uint64_t(cfg.dim), n = uint64_t(cfg.num_experts),
                        f = uint64_t(cfg.expert_ffn_dim);
-        PAGODA_TRY(linear(p + "ffn_gate_inp", n, dim, L.router));
+        // An F32 router is read by direct dot products (model::router_logits), never packed.
+        PAGODA_TRY(linear(p + "ffn_gate_inp", n, dim, L.router, false, PackNow::kNo));
+        if (L.router.view.type != TensorType::kF32) PAGODA_TRY(pack(L.router));
         PAGODA_ASSIGN_OR_RETURN(const formats::GgufTensorInfo* gate,
                                 tensor(p + "ffn_gate_exps.weight", {dim, f, n}));
         PAGODA_ASSIGN_OR_RETURN(const formats::GgufTensorInfo* up,
