@@ -92,7 +92,9 @@ TEST(WeightCache, WarmStartMapsEveryMatrixAndComputesTheSame) {
         auto cold = load(path, dir);
         ASSERT_TRUE(cold);
         WeightCacheReport r = cold->weight_cache_report();
-        EXPECT_EQ(r.state, State::kWriting);
+        // Not used: packed again and being written (or, for this small file, already
+        // written by the time the report is read).
+        EXPECT_TRUE(r.state == State::kWriting || r.state == State::kWritten) << int(r.state);
         EXPECT_EQ(r.note, "no cache file yet");
         EXPECT_EQ(r.adopted, 0);
         EXPECT_GT(r.packed, 0);
@@ -187,7 +189,9 @@ TEST(WeightCache, DamagedOrStaleFileIsNotUsed) {
         auto again = load(path, dir);
         ASSERT_TRUE(again);
         const WeightCacheReport r = again->weight_cache_report();
-        EXPECT_EQ(r.state, State::kWriting);
+        // Not used: packed again and being written (or, for this small file, already
+        // written by the time the report is read).
+        EXPECT_TRUE(r.state == State::kWriting || r.state == State::kWritten) << int(r.state);
         EXPECT_NE(r.note.find(c.note), std::string::npos) << r.note;
         EXPECT_EQ(logits_of(*again), want);
         again->wait_weight_cache();
