@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(
-  g++ cmake ninja-build pkg-config make
+  g++ cmake ninja-build pkg-config make ccache
   libboost1.81-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
   libfmt-dev libdnnl-dev ocl-icd-opencl-dev libhwy-dev
   libpcre2-dev libsqlite3-dev libsqlitecpp-dev
