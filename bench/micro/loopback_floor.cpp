@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -73,7 +72,6 @@ int main(int argc, char** argv) {
         clients.push_back(c);
         servers.push_back(s);
     }
-    std::atomic<bool> done{false};
     double reader_cpu = 0;
     long long received = 0;
     std::thread reader([&] {
@@ -87,12 +85,18 @@ int main(int argc, char** argv) {
         std::vector<epoll_event> events(static_cast<size_t>(streams));
         std::vector<char> buf(65536);
         const double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
-        while (!done.load(std::memory_order_relaxed)) {
-            const int n = epoll_wait(ep, events.data(), streams, 50);
+        // Until every connection has ended: the sender shuts each down after its last send.
+        for (int open = streams; open > 0;) {
+            const int n = epoll_wait(ep, events.data(), streams, -1);
             for (int i = 0; i < n; ++i) {
-                const ssize_t k =
-                    read(events[static_cast<size_t>(i)].data.fd, buf.data(), buf.size());
-                if (k > 0) received += k;
+                const int fd = events[static_cast<size_t>(i)].data.fd;
+                const ssize_t k = read(fd, buf.data(), buf.size());
+                if (k > 0) {
+                    received += k;
+                } else {  // the end (or an error): the descriptor leaves the epoll set
+                    close(fd);
+                    --open;
+                }
             }
         }
         reader_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
@@ -118,9 +122,9 @@ int main(int argc, char** argv) {
     const double sender_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     const double wall = clock_s(CLOCK_MONOTONIC) - wall0;
     for (const int s : servers) shutdown(s, SHUT_WR);
-    usleep(100000);
-    done = true;
     reader.join();
+    for (const int s : servers) close(s);
+    close(listener);
     const double per = 1e6 / static_cast<double>(sends);
     std::printf(
         "streams %d  step %d us  message %d B  sends %lld (%.0f/s)  sender CPU %.2f us/send  "
